@@ -1,0 +1,38 @@
+# rlrun: `make run` trains the default experiment, `make test` runs the whole suite.
+# Both build .venv/ first when it is missing (Python 3.11; torch 2.13.0 CPU from this machine's disk).
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EXTRAS := dev,launchers,optuna,report,video,torchsnapshot
+
+.PHONY: install run test lint format bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/rlrun +experiment=ppo
+
+test: install
+	$(BIN)/pytest -n 2 --dist loadgroup
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

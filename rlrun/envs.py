@@ -1,0 +1,114 @@
+"""Environments from the ``env`` config group: gymnasium envs wrapped by TorchRL.
+
+Every env gets ``StepCounter`` and ``RewardSum`` so the trainer can report episode returns and
+lengths; ``obs_mask`` hides observation entries (``cartpole_masked``); ``transforms`` appends any
+TorchRL transform by ``_target_``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Callable, Sequence
+
+import gymnasium
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torchrl.data import Composite
+from torchrl.envs import (
+    Compose,
+    EnvBase,
+    GymEnv,
+    GymWrapper,
+    ObservationTransform,
+    ParallelEnv,
+    RewardSum,
+    SerialEnv,
+    StepCounter,
+    TransformedEnv,
+)
+
+from rlrun.errors import ConfigError, choose
+
+BACKENDS = ("gym_vector", "gym")
+START_METHODS = ("fork", "spawn", "forkserver")
+
+
+class ObservationMask(ObservationTransform):
+    """Keep only the given indices of the last dimension of an observation (a POMDP maker)."""
+
+    def __init__(self, indices: Sequence[int], in_keys: Sequence[str] = ("observation",)) -> None:
+        super().__init__(in_keys=list(in_keys), out_keys=list(in_keys))
+        self.register_buffer("indices", torch.as_tensor(list(indices), dtype=torch.long))
+
+    def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs.index_select(-1, self.indices.to(obs.device))
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._call(tensordict_reset)
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        for key in self.in_keys:
+            spec = observation_spec[key]
+            low = spec.space.low.index_select(-1, self.indices)
+            high = spec.space.high.index_select(-1, self.indices)
+            observation_spec[key] = spec.__class__(
+                low=low, high=high, shape=low.shape, dtype=spec.dtype, device=spec.device
+            )
+        return observation_spec
+
+
+def check_env_id(env_id: str) -> None:
+    """Fail with the nearest registered ids when gymnasium does not know ``env_id``."""
+    if env_id in gymnasium.envs.registry:
+        return
+    near = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=3, cutoff=0.5)
+    hint = f" Nearest ids: {', '.join(near)}." if near else ""
+    raise ConfigError(f"env.id={env_id} is not a registered gymnasium env.{hint}")
+
+
+def _single_gym_env(env_id: str, kwargs: dict, device: str) -> EnvBase:
+    return GymEnv(env_id, device=device, **kwargs)
+
+
+def _base_env(cfg: DictConfig, device: str, num_envs: int) -> EnvBase:
+    kwargs = OmegaConf.to_container(cfg.kwargs, resolve=True) or {}
+    if cfg.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = cfg.max_episode_steps
+    make_one = functools.partial(_single_gym_env, cfg.id, kwargs, device)
+    if cfg.parallel:
+        choose("env.mp_start_method", cfg.mp_start_method, START_METHODS)
+        return ParallelEnv(num_envs, make_one, mp_start_method=cfg.mp_start_method, device=device)
+    choose("env.backend", cfg.backend, BACKENDS)
+    if cfg.backend == "gym_vector":
+        vec = gymnasium.make_vec(
+            cfg.id,
+            num_envs=num_envs,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP},
+            **kwargs,
+        )
+        return GymWrapper(vec, device=device)
+    return make_one() if num_envs == 1 else SerialEnv(num_envs, make_one, device=device)
+
+
+def make_env(
+    cfg: DictConfig, device: str, num_envs: int | None = None, seed: int | None = None
+) -> TransformedEnv:
+    """Build the (batched) env: gymnasium env(s) + step counter, episode return and transforms."""
+    check_env_id(cfg.id)
+    env = _base_env(cfg, device, num_envs or cfg.num_envs)
+    transforms = [StepCounter(), RewardSum()]
+    if cfg.obs_mask is not None:
+        transforms.append(ObservationMask(cfg.obs_mask))
+    transforms += [instantiate(t) for t in cfg.transforms]
+    env = TransformedEnv(env, Compose(*transforms))
+    if seed is not None:
+        env.set_seed(seed)
+    return env
+
+
+def env_factory(cfg: DictConfig, device: str, **kwargs) -> Callable[[], TransformedEnv]:
+    """A picklable constructor of the env, for collectors that build it in worker processes."""
+    return functools.partial(make_env, cfg, device, **kwargs)

@@ -1,0 +1,20 @@
+"""User-facing errors: one short message that names the key, the bad value and the fix."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class ConfigError(Exception):
+    """A user's mistake in the config or command line; printed without a traceback."""
+
+
+def choose(key: str, value: object, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise a ConfigError listing them."""
+    options = sorted(str(c) for c in choices)
+    if str(value) in options:
+        return str(value)
+    near = difflib.get_close_matches(str(value), options, n=3)
+    hint = f" Did you mean {', '.join(near)}?" if near else ""
+    raise ConfigError(f"{key}={value} is not valid; choose one of: {', '.join(options)}.{hint}")

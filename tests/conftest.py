@@ -1,0 +1,54 @@
+"""Shared test helpers: run the real ``rlrun`` console script in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RLRUN = str(Path(sys.executable).with_name("rlrun"))
+
+# A PPO run small enough for CI: 2 batches of 512 frames.
+TINY = [
+    "trainer.total_frames=1024",
+    "collector.frames_per_batch=512",
+    "algo.minibatch_size=128",
+    "algo.epochs=1",
+    "trainer.progress_bar=false",
+]
+
+
+def run_rlrun(
+    *args: str, cwd: Path, check: bool = True, timeout: float = 300, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``rlrun ARGS`` in ``cwd`` (its outputs/ folder lands there)."""
+    full_env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
+    proc = subprocess.run(
+        [RLRUN, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"rlrun {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def run_dirs(root: Path) -> list[Path]:
+    """Run folders (those holding summary.json) under ``root/outputs``, oldest first."""
+    return sorted(p.parent for p in (root / "outputs").rglob("summary.json"))
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
