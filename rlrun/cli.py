@@ -6,14 +6,17 @@ module is safe to import from spawned worker processes (the entry point is guard
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.resources import files
 
 import hydra
+from hydra.errors import HydraException
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.config import register_configs
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, describe_config_error
 
 HELP = """\
 rlrun: config-driven reinforcement learning with TorchRL.
@@ -77,7 +80,15 @@ def main() -> None:
         print(_help_text(), end="")
         return
     register_configs()
-    _hydra_main()
+    full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, then print them short
+    try:
+        _hydra_main()
+    except (HydraException, OmegaConfBaseException) as err:
+        if full_error:
+            raise
+        print(f"rlrun: error: {describe_config_error(err)}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

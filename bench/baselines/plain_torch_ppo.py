@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import deque
 
@@ -44,6 +45,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--target-return", type=float, default=475.0)
     p.add_argument("--stop-at-target", action="store_true")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--verbose", action="store_true", help="per-batch progress on stderr")
     return p.parse_args()
 
 
@@ -162,6 +164,8 @@ def main() -> None:
             final_return = float(np.mean(recent))
         if recent:
             best_return = max(best_return, final_return)
+        if args.verbose:
+            print(f"frames={frames} return={final_return:.1f}", file=sys.stderr)
         if frames_to_target is None and final_return >= args.target_return:
             frames_to_target, seconds_to_target = frames, time.perf_counter() - t0
             if args.stop_at_target:

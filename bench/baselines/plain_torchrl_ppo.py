@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import deque
 
@@ -27,7 +28,7 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.collectors import Collector
 from torchrl.data import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
-from torchrl.envs import Compose, GymWrapper, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import Compose, EnvBase, GymWrapper, RewardSum, StepCounter
 from torchrl.modules import MLP, ProbabilisticActor, ValueOperator
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
@@ -52,18 +53,19 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--target-return", type=float, default=475.0)
     p.add_argument("--stop-at-target", action="store_true")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--verbose", action="store_true", help="per-batch progress on stderr")
     return p.parse_args()
 
 
-def make_env(num_envs: int) -> TransformedEnv:
+def make_env(num_envs: int) -> EnvBase:
     vec = gym.make_vec(
         "CartPole-v1",
         num_envs=num_envs,
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
     )
-    env = GymWrapper(vec, categorical_action_encoding=True)
-    return TransformedEnv(env, Compose(StepCounter(), RewardSum()))
+    env = GymWrapper(vec, categorical_action_encoding=True)  # a TransformedEnv (VecGymEnvTransform)
+    return env.append_transform(Compose(StepCounter(), RewardSum()))
 
 
 def main() -> None:
@@ -77,7 +79,9 @@ def main() -> None:
     obs_dim = env.observation_spec["observation"].shape[-1]
     n_actions = env.action_spec.space.n
     cells = [args.hidden, args.hidden]
-    actor_net = MLP(in_features=obs_dim, out_features=n_actions, num_cells=cells, activation_class=nn.Tanh)
+    actor_net = MLP(
+        in_features=obs_dim, out_features=n_actions, num_cells=cells, activation_class=nn.Tanh
+    )
     actor = ProbabilisticActor(
         TensorDictModule(actor_net, in_keys=["observation"], out_keys=["logits"]),
         in_keys=["logits"],
@@ -89,10 +93,17 @@ def main() -> None:
     critic = ValueOperator(critic_net, in_keys=["observation"])
 
     frames_per_batch = args.num_envs * args.steps_per_env
+    n_batches = -(-args.total_frames // frames_per_batch)  # round up, like the plain-torch loop
     collector = Collector(
-        env, actor, frames_per_batch=frames_per_batch, total_frames=args.total_frames
+        env,
+        actor,
+        frames_per_batch=frames_per_batch,
+        total_frames=n_batches * frames_per_batch,
+        auto_register_policy_transforms=False,  # MLP policy: no InitTracker/primers needed
     )
-    advantage = GAE(gamma=args.gamma, lmbda=args.gae_lambda, value_network=critic, average_gae=False)
+    advantage = GAE(
+        gamma=args.gamma, lmbda=args.gae_lambda, value_network=critic, average_gae=False
+    )
     loss_fn = ClipPPOLoss(
         actor,
         critic,
@@ -139,6 +150,8 @@ def main() -> None:
             final_return = sum(recent) / len(recent)
         if recent:
             best_return = max(best_return, final_return)
+        if args.verbose:
+            print(f"frames={frames} return={final_return:.1f}", file=sys.stderr)
         if frames_to_target is None and final_return >= args.target_return:
             frames_to_target, seconds_to_target = frames, time.perf_counter() - t0
             if args.stop_at_target:
