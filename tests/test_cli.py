@@ -43,3 +43,45 @@ def test_bad_input_is_one_short_error(workdir, override, expected):
     assert expected in proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2
+
+
+def test_built_wheel_ships_the_config_tree(tmp_path):
+    """A non-editable install (the wheel) composes configs from inside the package."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    pip = [sys.executable, "-m", "pip", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", tmp_path / "whl", repo], check=True)
+    (wheel,) = (tmp_path / "whl").glob("rlrun-*.whl")
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--target", site, wheel], check=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlrun.cli",
+            "+experiment=ppo",
+            "env=cartpole_masked",
+            "--cfg",
+            "job",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "obs_mask:" in proc.stdout
+    probe = "import rlrun; print(rlrun.__file__)"
+    where = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert where.stdout.startswith(str(site))
