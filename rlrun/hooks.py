@@ -14,6 +14,8 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.trainers import Trainer, TrainerHookBase
 
+import rlrun
+
 
 class EpisodeStats(TrainerHookBase):
     """Mean return and length of the episodes that ended in each batch, and frames per second.
@@ -27,6 +29,7 @@ class EpisodeStats(TrainerHookBase):
         self.return_best: float | None = None
         self.eval_return_last: float | None = None
         self.wall_time_s = 0.0
+        self.first_batch_s: float | None = None
         self._t_last: float | None = None
         self._frames_last = 0
         self._return_now: float | None = None
@@ -37,11 +40,12 @@ class EpisodeStats(TrainerHookBase):
         frames = self.trainer.collected_frames
         if self._t_last is None:  # first batch: time from the trainer's start
             self._t_last = self._t_start
+            self.first_batch_s = time.time() - rlrun.LAUNCHED_AT
         dt = now - self._t_last
         self.wall_time_s += dt
         fps = (frames - self._frames_last) / dt if dt > 0 else math.nan
         self._t_last, self._frames_last = now, frames
-        out: dict[str, Any] = {"train/fps": fps}
+        out: dict[str, Any] = {"train/fps": fps, "train/wall_time_s": self.wall_time_s}
         self._return_now = None
         if done.any():
             returns = batch.get(("next", "episode_reward")).squeeze(-1)[done]
@@ -61,6 +65,12 @@ class EpisodeStats(TrainerHookBase):
         self._t_start = time.perf_counter()
         self._frames_last = self.trainer.collected_frames
 
+    def stop_clock(self) -> None:
+        """Count the last batch's optimisation time too."""
+        if self._t_last is not None:
+            self.wall_time_s += time.perf_counter() - self._t_last
+            self._t_last = None
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "return_last": self.return_last,
@@ -77,6 +87,7 @@ class EpisodeStats(TrainerHookBase):
         self.trainer = trainer
         trainer.register_module(name, self)
         trainer.register_op("setup", self.start_clock)
+        trainer.register_op("shutdown", self.stop_clock)
         trainer.register_op("pre_steps_log", self.episodes)
         trainer.register_op("pre_steps_log", self.returns)
 

@@ -77,6 +77,7 @@ def write_summary(run_dir: Path, stats: EpisodeStats, frames: int, status: str, 
         "train_return_last": num(stats.return_last),
         "train_return_best": num(stats.return_best),
         "eval_return_last": num(stats.eval_return_last),
+        "first_batch_s": num(stats.first_batch_s),
         "status": status,
         **extra,
     }
