@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from torchrl.modules import recurrent_mode, set_recurrent_mode
 from rlrun.algorithms import ALGORITHMS, SEQUENCE_ALGORITHMS, log_prob_error, make_algorithm
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError
-from rlrun.policies import RecurrentScope, make_actor_critic, recurrent_modes
+from rlrun.policies import ActorCritic, RecurrentScope, make_actor_critic, recurrent_modes
 
 CONF = Path(__file__).resolve().parents[1] / "rlrun" / "conf"
 OBS = Composite(observation=Unbounded(shape=(3,)))
@@ -146,7 +148,12 @@ def collected_batch(kind: str, num_envs: int = 4, frames: int = 256):
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_collected_and_recomputed_log_probs_agree(kind: str) -> None:
     ac, batch = collected_batch(kind)
-    assert batch["is_init"][:, 1:].any(), "the batch should hold episode starts mid-row"
+    is_init = batch["is_init"].squeeze(-1)
+    assert is_init[:, 1:].any(), "the batch should hold episode starts mid-row"
+    for key in ("actor_h", "critic_h"):  # hidden state: zero at episode starts, else carried
+        assert (batch[key][is_init] == 0).all()
+        later = ~is_init[:, 1:]
+        assert torch.equal(batch[key][:, 1:][later], batch["next", key][:, :-1][later])
     algo = make_algorithm(algo_cfg(minibatch_size=64, sequence_length=16), ac, batch.numel())
     hook = algo.hooks[0]
     hook.process_batch(batch)  # GAE in sequence mode, slicing, then the guard
@@ -228,3 +235,41 @@ def test_bad_sequence_length_from_the_command_line(workdir: Path) -> None:
     assert proc.returncode == 2
     assert "algo.sequence_length=48 must divide" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def factory_without_primers(**kwargs) -> ActorCritic:
+    """A user's policy factory that returns no primers: rlrun finds them in its modules."""
+    return dataclasses.replace(make_actor_critic(**kwargs), primers=[])
+
+
+def test_user_factory_gets_primers_and_scopes(workdir: Path) -> None:
+    here = str(Path(__file__).parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    target = "policy._target_=test_recurrent.factory_without_primers"
+    run_rlrun("+experiment=ppo_lstm", target, *TINY, cwd=workdir, env={"PYTHONPATH": path})
+    (run,) = run_dirs(workdir)
+    assert summary(run)["status"] == "completed"
+    checked = (run / "csv" / "scalars" / "train" / "logprob_error_max.csv").read_text().split()
+    assert len(checked) == 2  # one guard per batch, both passed
+    assert all(float(line.split(",")[1]) < 1e-5 for line in checked)
+
+
+def late_return(run: Path, batches: int = 3) -> float:
+    """Mean training return over the last ``batches`` logged batches (less noisy than one)."""
+    rows = (run / "csv" / "scalars" / "train" / "episode_return.csv").read_text().split()
+    return sum(float(row.split(",")[1]) for row in rows[-batches:]) / batches
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("recurrent")
+def test_memory_matters_on_masked_cartpole(tmp_path: Path) -> None:
+    budget = ["seed=0", "trainer.total_frames=40960", "trainer.progress_bar=false"]
+    budget += ["checkpoint.backend=none", "trainer.num_threads=1"]
+    returns = {}
+    for name, preset in [("lstm", ["+experiment=ppo_lstm"]), ("mlp", ["+experiment=ppo"])]:
+        workdir = tmp_path / name
+        workdir.mkdir()
+        run_rlrun(*preset, "env=cartpole_masked", *budget, cwd=workdir)
+        (run,) = run_dirs(workdir)
+        returns[name] = late_return(run)
+    assert returns["lstm"] > 1.5 * returns["mlp"], returns
