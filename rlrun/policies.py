@@ -8,15 +8,22 @@ file) and returns an :class:`ActorCritic`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 import torch
 from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
-from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequential
+from tensordict import TensorDictBase
+from tensordict.nn import (
+    NormalParamExtractor,
+    TensorDictModule,
+    TensorDictModuleBase,
+    TensorDictSequential,
+)
 from torch import nn
 from torchrl.data import Composite, OneHot, TensorSpec
-from torchrl.envs import Transform
+from torchrl.envs import InitTracker, Transform
 from torchrl.modules import (
     MLP,
     GRUModule,
@@ -24,12 +31,37 @@ from torchrl.modules import (
     OneHotCategorical,
     ProbabilisticActor,
     TanhNormal,
+    set_recurrent_mode,
 )
+from torchrl.modules.utils import get_primers_from_module
 
 from rlrun.errors import ConfigError, choose
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
 KINDS = ("mlp", "lstm", "gru")
+# Phases of a run and whether a recurrent policy processes whole sequences in each by default.
+PHASES = {"collect": False, "loss": True, "eval": False}
+STEPPING_PHASES = ("collect", "eval")  # phases that call the policy once per env step
+
+
+class RecurrentScope(TensorDictModuleBase):
+    """Run ``module`` under ``set_recurrent_mode(mode)``: how a phase's mode reaches a policy.
+
+    Collectors and evaluators call their policy without a mode of their own; wrapping it here makes
+    the mode a scope (restored on exit, exceptions included) that every RNN inside follows, a
+    user's own ``_target_`` module too, without touching the module.
+    """
+
+    def __init__(self, module: TensorDictModuleBase, mode: bool) -> None:
+        super().__init__()
+        self.module = module
+        self.mode = mode
+        self.in_keys = module.in_keys
+        self.out_keys = module.out_keys
+
+    def forward(self, tensordict: TensorDictBase, *args, **kwargs) -> TensorDictBase:
+        with set_recurrent_mode(self.mode):
+            return self.module(tensordict, *args, **kwargs)
 
 
 @dataclass
@@ -46,6 +78,36 @@ class ActorCritic:
     qvalue: TensorDictModule | None = None
     primers: list[Transform] = field(default_factory=list)
     recurrent: bool = False
+    recurrent_mode: dict[str, bool] = field(default_factory=lambda: dict(PHASES))
+
+    def scope(self, phase: str) -> AbstractContextManager:
+        """``set_recurrent_mode`` for ``phase`` (collect | loss | eval) as a context manager."""
+        return set_recurrent_mode(self.recurrent_mode[phase])
+
+    def rollout_policy(self, phase: str = "collect") -> TensorDictModuleBase:
+        """The module a collector (or evaluator) steps, in ``phase``'s recurrent mode.
+
+        While collecting, a recurrent critic runs after the actor so its hidden state is stored
+        in the batch too (sequence-mode advantages start from it).
+        """
+        if not self.recurrent:
+            return self.actor
+        module = self.actor
+        if phase == "collect" and self.critic is not None:
+            module = TensorDictSequential(self.actor, self.critic)
+        return RecurrentScope(module, self.recurrent_mode[phase])
+
+    def env_transforms(self) -> list[Transform]:
+        """Transforms an env needs to run this policy: ``InitTracker`` (episode starts reset the
+        hidden state) and the recurrent-state primers of actor and critic. Fresh on every call,
+        so each env (training, evaluation) gets its own."""
+        primers = [p.clone() for p in self.primers]
+        if not self.recurrent:
+            return primers
+        if not primers:  # a user's factory that left them out: ask its modules
+            found = get_primers_from_module(self.rollout_policy().module, warn=False)
+            primers = [found] if found is not None else []
+        return [InitTracker(), *primers]
 
 
 def _mlp(in_features: int | None, out: int, sizes: Sequence[int], act: str) -> MLP:
@@ -143,9 +205,14 @@ def make_actor_critic(
 def build_policy(
     cfg: DictConfig, observation_spec: Composite, action_spec: TensorSpec, device: torch.device
 ) -> ActorCritic:
-    """Call ``policy._target_`` with the env's specs, the device and the YAML keys."""
+    """Call ``policy._target_`` with the env's specs, the device and the YAML keys.
+
+    ``recurrent_mode`` is rlrun's, not the factory's: it is checked and applied as scopes around
+    collection, advantage/loss computation and evaluation, whatever module the factory returns.
+    """
     kwargs = OmegaConf.to_container(cfg, resolve=True)
     factory = get_method(kwargs.pop("_target_"))
+    modes = recurrent_modes(kwargs.pop("recurrent_mode", None) or {})
     ac = factory(
         observation_spec=observation_spec, action_spec=action_spec, device=device, **kwargs
     )
@@ -154,4 +221,19 @@ def build_policy(
             f"policy._target_={cfg._target_} returned {type(ac).__name__}; a policy factory must "
             "return rlrun.policies.ActorCritic (see README, 'Your own policy')."
         )
+    ac.recurrent_mode = modes
     return ac
+
+
+def recurrent_modes(flags: dict[str, bool]) -> dict[str, bool]:
+    """Check ``policy.recurrent_mode`` and fill in the defaults of the phases it leaves out."""
+    for phase in flags:
+        choose("policy.recurrent_mode key", phase, PHASES)
+    modes = {**PHASES, **flags}
+    for phase in STEPPING_PHASES:
+        if modes[phase]:
+            raise ConfigError(
+                f"policy.recurrent_mode.{phase}=true is not valid: {phase} steps the envs one time "
+                "step at a time (sequence mode would read the env batch as time); set it to false."
+            )
+    return modes

@@ -16,8 +16,6 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from tensordict.nn import TensorDictSequential
-from torchrl.envs import InitTracker
 from torchrl.trainers import Trainer
 
 from rlrun.algorithms import make_algorithm
@@ -103,14 +101,10 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
 
     env = make_env(cfg.env, str(device), seed=cfg.seed)
     ac = build_policy(cfg.policy, env.observation_spec, env.full_action_spec["action"], device)
-    if ac.recurrent:
-        env.append_transform(InitTracker())
-    for primer in ac.primers:
-        env.append_transform(primer)
+    for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
+        env.append_transform(transform)
     algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch)
-    rollout_policy = ac.actor
-    if ac.recurrent and ac.critic is not None:  # store the critic's hidden state too
-        rollout_policy = TensorDictSequential(ac.actor, ac.critic)
+    rollout_policy = ac.rollout_policy("collect")  # actor (+ recurrent critic) in step mode
     collector = make_collector(
         cfg.collector, lambda: env, rollout_policy, cfg.trainer.total_frames, str(device)
     )
