@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections import deque
@@ -70,6 +71,7 @@ def make_env(num_envs: int) -> EnvBase:
 
 def main() -> None:
     args = parse_args()
+    logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines go to stdout
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     t_setup = time.perf_counter()
