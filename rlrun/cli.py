@@ -6,7 +6,9 @@ module is safe to import from spawned worker processes (the entry point is guard
 
 from __future__ import annotations
 
+import logging
 import sys
+import warnings
 from importlib.resources import files
 
 import hydra
@@ -14,6 +16,11 @@ from omegaconf import DictConfig
 
 from rlrun.config import register_configs
 from rlrun.errors import ConfigError
+
+# rlrun's presets hydra/launcher/joblib.yaml, hydra/sweeper/basic.yaml, ... share the plugins'
+# names on purpose (the plugin's dataclass validates them). Set at import so that launcher worker
+# processes, which import this module to run jobs, are quiet too.
+warnings.filterwarnings("ignore", message=r"\n'hydra/.*' is validated against ConfigStore")
 
 HELP = """\
 rlrun: config-driven reinforcement learning with TorchRL.
@@ -59,9 +66,13 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
     try:
         return run_job(cfg)
-    except ConfigError as err:
+    except Exception as err:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
-            raise  # the sweep records the failed job and goes on with the others
+            # the sweep goes on with the other jobs and lists the failed ones at the end
+            logging.getLogger("rlrun").error(f"job failed: {type(err).__name__}: {err}")
+            raise
+        if not isinstance(err, ConfigError):
+            raise
         print(f"rlrun: error: {err}", file=sys.stderr)
         sys.exit(2)
 
