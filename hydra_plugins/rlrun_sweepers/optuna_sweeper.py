@@ -50,7 +50,7 @@ def distribution(override: Override) -> Any:
     )
 
     if override.is_choice_sweep() or override.is_range_sweep():
-        return CategoricalDistribution(list(override.element_sweep_iterator()))
+        return CategoricalDistribution(list(override.sweep_iterator()))
     if override.is_interval_sweep():
         value = override.value()
         log_scale = "log" in value.tags
