@@ -69,7 +69,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     except Exception as err:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             # the sweep goes on with the other jobs and lists the failed ones at the end
-            logging.getLogger("rlrun").error(f"job failed: {type(err).__name__}: {err}")
+            logging.getLogger("rlrun").error(f"job stopped: {type(err).__name__}: {err}")
             raise
         if not isinstance(err, ConfigError):
             raise

@@ -116,7 +116,7 @@ def aggregate(setting: Setting) -> dict:
     row: dict = {
         "setting": setting.name,
         "jobs": len(setting.jobs),
-        "failed": sum(j.summary.get("status") != "completed" for j in setting.jobs),
+        "failed": sum(j.summary.get("status") == "failed" for j in setting.jobs),
     }
     row["final_mean"] = float(finals.mean()) if finals.size else None
     row["final_std"] = float(finals.std()) if finals.size else None
@@ -203,8 +203,8 @@ def report(folder: Path, metric: str = "train/episode_return") -> str:
     text += f"\n## Settings (over seeds)\n\n{markdown(setting_rows, list(setting_rows[0]))}\n"
     failed = [r for r in job_rows if r["status"] != "completed"]
     if failed:
-        text += "\n## Failed jobs\n\n" + "\n".join(f"- {r['job']}: {fmt(r['error'])}" for r in failed)
-        text += "\n"
+        lines = [f"- {r['job']}: {fmt(r['error'])}" for r in failed]
+        text += "\n## Jobs that did not complete\n\n" + "\n".join(lines) + "\n"
     if plot(settings, metric, folder / "returns.png"):
         text += f"\n![{metric}](returns.png)\n"
     (folder / "report.md").write_text(text)

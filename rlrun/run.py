@@ -28,6 +28,7 @@ from rlrun.errors import ConfigError
 from rlrun.hooks import EpisodeStats, LinearLRAnnealing, LossLog
 from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
+from rlrun.pruning import register_pruning
 
 
 def resolve_device(name: str) -> torch.device:
@@ -140,6 +141,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         hook.register(trainer)
     if anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
+    register_pruning(trainer, stats)  # only in a trial of a pruned Optuna search
     return trainer
 
 
@@ -159,6 +161,8 @@ def run_job(cfg: DictConfig) -> float | None:
         status = "interrupted"
     except Exception as err:
         error = f"{type(err).__name__}: {err}"
+        if type(err).__name__ == "TrialPruned":  # stopped by an Optuna search (rlrun.pruning)
+            status = "pruned"
         raise
     finally:
         if trainer is not None:

@@ -28,6 +28,7 @@ class OptunaSweeperConf:
     sampler: str = "tpe"  # tpe | random
     seed: int | None = None  # sampler seed
     pruner: str = "none"  # none | median (stops weak trials using their training return)
+    pruner_startup_trials: int = 5  # median pruner: trials that always run to the end first
     pruner_warmup_frames: int = 0  # median pruner: frames before a trial may be pruned
     params: dict[str, str] = field(default_factory=dict)  # key: choice(..)|range(..)|interval(..)
 

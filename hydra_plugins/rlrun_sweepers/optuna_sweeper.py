@@ -25,11 +25,9 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.rlrun_sweepers.basic_sweeper import raise_if_failed
+from rlrun.pruning import PRUNERS, TRIAL_ENV, make_pruner
 
 log = logging.getLogger(__name__)
-
-# Set in each trial's job environment; rlrun/pruning.py reads it to report to the trial.
-TRIAL_ENV = "RLRUN_OPTUNA_TRIAL"
 
 
 def _choose(key: str, value: str, choices: tuple[str, ...]) -> str:
@@ -86,24 +84,19 @@ class OptunaSweeper(Sweeper):
         _choose("hydra.sweeper.direction", c.direction, ("maximize", "minimize"))
         samplers = {"tpe": optuna.samplers.TPESampler, "random": optuna.samplers.RandomSampler}
         sampler = samplers[_choose("hydra.sweeper.sampler", c.sampler, tuple(samplers))]
-        _choose("hydra.sweeper.pruner", c.pruner, ("none", "median"))
+        _choose("hydra.sweeper.pruner", c.pruner, PRUNERS)
         if c.pruner != "none" and not c.storage:
             raise CompactHydraException(
                 f"hydra.sweeper.pruner={c.pruner} needs hydra.sweeper.storage (jobs report to "
                 "the study through it), e.g. sqlite:///outputs/optuna/study.db."
             )
-        pruner = (
-            optuna.pruners.MedianPruner(n_warmup_steps=c.pruner_warmup_frames)
-            if c.pruner == "median"
-            else optuna.pruners.NopPruner()
-        )
         if c.storage and c.storage.startswith("sqlite:///"):
             Path(c.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         return optuna.create_study(
             study_name=c.study_name,
             storage=c.storage,
             sampler=sampler(seed=c.seed),
-            pruner=pruner,
+            pruner=make_pruner(c),
             direction=c.direction,
             load_if_exists=True,
         )
