@@ -20,6 +20,11 @@ TRIAL_ENV = "RLRUN_OPTUNA_TRIAL"  # set per job by the sweeper through hydra.job
 PRUNERS = ("none", "median")
 
 
+def is_pruned(error: BaseException | None) -> bool:
+    """True for the ``optuna.TrialPruned`` a pruned job ends with (checked without optuna)."""
+    return type(error).__name__ == "TrialPruned"
+
+
 def make_pruner(sweeper: Any) -> Any:
     """The same pruner for the sweeper's study and for each job's view of it, from the
     ``hydra.sweeper`` config node."""

@@ -28,7 +28,7 @@ from rlrun.errors import ConfigError
 from rlrun.hooks import EpisodeStats, LinearLRAnnealing, LossLog
 from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
-from rlrun.pruning import register_pruning
+from rlrun.pruning import is_pruned, register_pruning
 
 
 def resolve_device(name: str) -> torch.device:
@@ -161,7 +161,7 @@ def run_job(cfg: DictConfig) -> float | None:
         status = "interrupted"
     except Exception as err:
         error = f"{type(err).__name__}: {err}"
-        if type(err).__name__ == "TrialPruned":  # stopped by an Optuna search (rlrun.pruning)
+        if is_pruned(err):  # stopped early by an Optuna search (rlrun/pruning.py)
             status = "pruned"
         raise
     finally:

@@ -3,7 +3,8 @@
 The search space is written in Hydra's sweep syntax (``choice``, ``range``, ``interval``,
 ``tag(log, ...)``), in ``hydra.sweeper.params`` or on the command line. The objective is a key of
 the job's ``summary.json``. With a ``storage`` (sqlite file), a stopped or finished study
-continues: a new invocation runs only the trials missing to reach ``n_trials``.
+continues: a new invocation runs only the trials missing to reach ``n_trials`` (trials left
+"running" by a killed invocation are not counted; they stay in the study as they are).
 optuna is imported only when a search runs (it is an optional extra).
 """
 
@@ -25,17 +26,18 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.rlrun_sweepers.basic_sweeper import raise_if_failed
-from rlrun.pruning import PRUNERS, TRIAL_ENV, make_pruner
+from rlrun.errors import ConfigError, choose
+from rlrun.pruning import PRUNERS, TRIAL_ENV, is_pruned, make_pruner
 
 log = logging.getLogger(__name__)
 
 
 def _choose(key: str, value: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise CompactHydraException(
-            f"{key}={value} is not valid; choose one of: {', '.join(choices)}."
-        )
-    return value
+    """rlrun's ``choose``, raised as an error Hydra prints in one line (no traceback)."""
+    try:
+        return choose(key, value, choices)
+    except ConfigError as err:
+        raise CompactHydraException(str(err)) from None
 
 
 def distribution(override: Override) -> Any:
@@ -108,7 +110,7 @@ class OptunaSweeper(Sweeper):
         job_dir = Path(ret.hydra_cfg.hydra.runtime.output_dir)
         trial.set_user_attr("job_dir", str(job_dir))
         if ret.status == JobStatus.FAILED:
-            pruned = type(ret._return_value).__name__ == "TrialPruned"
+            pruned = is_pruned(ret._return_value)
             study.tell(trial, state=TrialState.PRUNED if pruned else TrialState.FAIL)
             return
         value = json.loads((job_dir / "summary.json").read_text()).get(self.conf.objective)
@@ -157,7 +159,7 @@ class OptunaSweeper(Sweeper):
             returns.extend(results)
             remaining -= len(trials)
         self._write_best(study, sweep_dir)
-        raise_if_failed([r for r in returns if type(r._return_value).__name__ != "TrialPruned"])
+        raise_if_failed([r for r in returns if not is_pruned(r._return_value)])
         return returns
 
     def _write_best(self, study: Any, sweep_dir: Path) -> None:
