@@ -17,9 +17,9 @@ from omegaconf import DictConfig
 from rlrun.config import register_configs
 from rlrun.errors import ConfigError
 
-# rlrun's presets hydra/launcher/joblib.yaml, hydra/sweeper/basic.yaml, ... share the plugins'
-# names on purpose (the plugin's dataclass validates them). Set at import so that launcher worker
-# processes, which import this module to run jobs, are quiet too.
+# rlrun's presets rlrun/conf/hydra/launcher/joblib.yaml, hydra/sweeper/basic.yaml, ... share the
+# plugins' names on purpose (the plugin's dataclass validates them); Hydra warns about it on each
+# composition. Launcher workers get the same filter from hydra_plugins/rlrun_sweepers/__init__.py.
 warnings.filterwarnings("ignore", message=r"\n'hydra/.*' is validated against ConfigStore")
 
 HELP = """\
