@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from conftest import TINY, run_dirs, run_rlrun, summary
 
-pytestmark = pytest.mark.xdist_group("report")  # one worker builds the module's sweep once
+pytestmark = pytest.mark.xdist_group("report")  # one worker builds the sweep once
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """2 learning rates x 2 seeds, one after another."""
+    """2 learning rates x 2 seeds, one after another. Session scope: built once even when xdist
+    runs other modules' tests between this module's tests on the same worker."""
     root = tmp_path_factory.mktemp("report")
     run_rlrun("-m", "+experiment=ppo", *TINY, "optim.lr=1e-3,3e-4", "seed=0,1", cwd=root)
     (sweep_dir,) = {d.parent for d in run_dirs(root)}
