@@ -6,17 +6,24 @@ module is safe to import from spawned worker processes (the entry point is guard
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import warnings
 from importlib.resources import files
 
 import hydra
-from hydra.errors import HydraException
+from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.config import register_configs
 from rlrun.errors import ConfigError, describe_config_error
+
+# rlrun's presets rlrun/conf/hydra/launcher/joblib.yaml, hydra/sweeper/basic.yaml, ... share the
+# plugins' names on purpose (the plugin's dataclass validates them); Hydra warns about it on each
+# composition. Launcher workers get the same filter from hydra_plugins/rlrun_sweepers/__init__.py.
+warnings.filterwarnings("ignore", message=r"\n'hydra/.*' is validated against ConfigStore")
 
 HELP = """\
 rlrun: config-driven reinforcement learning with TorchRL.
@@ -62,9 +69,13 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
     try:
         return run_job(cfg)
-    except ConfigError as err:
+    except Exception as err:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
-            raise  # the sweep records the failed job and goes on with the others
+            # the sweep goes on with the other jobs and lists the failed ones at the end
+            logging.getLogger("rlrun").error(f"job stopped: {type(err).__name__}: {err}")
+            raise
+        if not isinstance(err, ConfigError):
+            raise
         print(f"rlrun: error: {err}", file=sys.stderr)
         sys.exit(2)
 
@@ -84,11 +95,16 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, then print them short
     try:
         _hydra_main()
-    except (HydraException, OmegaConfBaseException) as err:
+    except (ConfigCompositionException, MissingConfigException, OmegaConfBaseException) as err:
         if full_error:
             raise
         print(f"rlrun: error: {describe_config_error(err)}", file=sys.stderr)
         sys.exit(2)
+    except HydraException as err:  # e.g. a sweep whose jobs failed: its message lists them
+        if full_error:
+            raise
+        print(f"rlrun: error: {err}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

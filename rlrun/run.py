@@ -26,6 +26,7 @@ from rlrun.errors import ConfigError
 from rlrun.hooks import EpisodeStats, LinearLRAnnealing, LossLog
 from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
+from rlrun.pruning import is_pruned, register_pruning
 
 
 def resolve_device(name: str) -> torch.device:
@@ -135,6 +136,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         hook.register(trainer)
     if anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
+    register_pruning(trainer, stats)  # only in a trial of a pruned Optuna search
     return trainer
 
 
@@ -154,6 +156,8 @@ def run_job(cfg: DictConfig) -> float | None:
         status = "interrupted"
     except Exception as err:
         error = f"{type(err).__name__}: {err}"
+        if is_pruned(err):  # stopped early by an Optuna search (rlrun/pruning.py)
+            status = "pruned"
         raise
     finally:
         if trainer is not None:
