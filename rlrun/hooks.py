@@ -1,4 +1,5 @@
-"""Trainer hooks rlrun always registers: episode statistics, loss logging, LR annealing.
+"""Trainer hooks: the ones rlrun always registers (episode statistics, loss logging, LR
+annealing) and the ``hooks`` config: TorchRL's built-in hooks by name, user hooks by ``_target_``.
 
 Every metric is logged against collected frames (the Trainer's step), under ``train/...``.
 Each hook has ``state_dict``/``load_state_dict`` so a resumed run continues its statistics.
@@ -8,11 +9,32 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDictBase
-from torchrl.trainers import Trainer, TrainerHookBase
+from torchrl.trainers import (
+    BatchSubSampler,
+    ClearCudaCache,
+    CountFramesLog,
+    EarlyStopping,
+    LogScalar,
+    LogValidationReward,
+    LRSchedulerHook,
+    ReplayBufferTrainer,
+    RewardNormalizer,
+    SelectKeys,
+    TargetNetUpdaterHook,
+    Trainer,
+    TrainerHookBase,
+    UpdateWeights,
+)
+
+from rlrun.errors import ConfigError, choose
 
 
 class EpisodeStats(TrainerHookBase):
@@ -129,3 +151,147 @@ class LinearLRAnnealing(TrainerHookBase):
         trainer.register_module(name, self)
         trainer.register_op("post_steps", self)
         trainer.register_op("post_steps_log", self.log)
+
+
+# --- Hooks from the ``hooks`` config: built-ins by name, user classes by ``_target_`` ---------
+
+HOOK_POINTS = (
+    "batch_process",
+    "pre_steps_log",
+    "pre_optim_steps",
+    "pre_epoch_log",
+    "pre_epoch",
+    "process_optim_batch",
+    "post_loss",
+    "process_loss",
+    "post_optim",
+    "post_optim_log",
+    "post_epoch_log",
+    "post_epoch",
+    "post_optim_complete_log",
+    "post_steps",
+    "post_steps_log",
+    "setup",
+    "shutdown",
+)
+
+
+@dataclass
+class HookContext:
+    """What a built-in hook may need from the run being assembled."""
+
+    trainer: Trainer
+    cfg: DictConfig
+    optimizer: torch.optim.Optimizer
+    policy: Any  # the rollout policy (actor)
+    make_env: Callable[[], Any]  # a fresh env, e.g. for validation rollouts
+
+
+def _replay_buffer(ctx: HookContext, **kw: Any) -> TrainerHookBase:
+    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+
+    rb = ctx.cfg.replay_buffer
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(rb.size))
+    return ReplayBufferTrainer(
+        buffer, batch_size=rb.batch_size, **{"flatten_tensordicts": True, **kw}
+    )
+
+
+def _target_updater(ctx: HookContext, kind: str = "soft", **kw: Any) -> TrainerHookBase:
+    from torchrl.objectives import HardUpdate, SoftUpdate
+
+    updater = {"soft": SoftUpdate, "hard": HardUpdate}[
+        choose("hooks.target_updater.kind", kind, ("soft", "hard"))
+    ]
+    return TargetNetUpdaterHook(updater(ctx.trainer.loss_module, **kw))
+
+
+def _lr_scheduler(ctx: HookContext, scheduler: dict, interval: str = "batch") -> TrainerHookBase:
+    return LRSchedulerHook(instantiate(scheduler, optimizer=ctx.optimizer), interval=interval)
+
+
+def _log_validation_reward(ctx: HookContext, **kw: Any) -> TrainerHookBase:
+    from torchrl.envs.utils import ExplorationType
+
+    kw.setdefault("record_interval", 1)
+    kw.setdefault("record_frames", 1000)
+    return LogValidationReward(
+        policy_exploration=ctx.policy,
+        environment=ctx.make_env(),
+        exploration_type=ExplorationType.DETERMINISTIC,
+        **kw,
+    )
+
+
+# name -> factory(ctx, **options from YAML). Each hook registers itself at its own points.
+BUILTIN_HOOKS: dict[str, Callable[..., TrainerHookBase]] = {
+    "log_scalar": lambda ctx, **kw: LogScalar(**kw),
+    "count_frames_log": lambda ctx, **kw: CountFramesLog(frame_skip=1, **kw),
+    "reward_normalizer": lambda ctx, **kw: RewardNormalizer(**kw),
+    "batch_subsampler": lambda ctx, **kw: BatchSubSampler(**kw),
+    "select_keys": lambda ctx, keys: SelectKeys(list(keys)),
+    "clear_cuda_cache": lambda ctx, interval=1: ClearCudaCache(interval),
+    "update_weights": lambda ctx, **kw: UpdateWeights(ctx.trainer.collector, **kw),
+    "log_validation_reward": _log_validation_reward,
+    "replay_buffer": _replay_buffer,
+    "target_updater": _target_updater,
+    "lr_scheduler": _lr_scheduler,
+    "early_stopping": lambda ctx, **kw: EarlyStopping(**kw),
+}
+
+
+def _hook_points(name: str, at: Any) -> list[str]:
+    points = [at] if isinstance(at, str) else list(at)
+    return [choose(f"hooks.{name}.at", point, HOOK_POINTS) for point in points]
+
+
+def make_hook(name: str, spec: Any, ctx: HookContext) -> None:
+    """Build the hook ``name`` from its YAML entry and register it on ``ctx.trainer``.
+
+    ``{_target_: pkg.Class, at: point|[points], **kwargs}``: a user's object, called at each
+    point (its ``state_dict`` goes into checkpoints when it has one). Otherwise ``name`` (or the
+    entry's ``name:``) is a built-in and the entry holds its options.
+    """
+    spec = OmegaConf.to_container(spec, resolve=True) if isinstance(spec, DictConfig) else spec
+    spec = dict(spec or {})
+    trainer = ctx.trainer
+    if "_target_" in spec:
+        at = spec.pop("at", None)
+        hook = instantiate(spec, _convert_="all")
+        if at is None:
+            if not callable(getattr(hook, "register", None)):
+                raise ConfigError(
+                    f"hooks.{name}.at is missing; set it to one of: {', '.join(HOOK_POINTS)}."
+                )
+            hook.register(trainer, name)
+            return
+        if Trainer._is_checkpointable(hook):
+            trainer.register_module(name, hook)
+        for point in _hook_points(name, at):
+            trainer.register_op(point, hook)
+        return
+    builtin = choose(f"hooks.{name}", spec.pop("name", name), BUILTIN_HOOKS)
+    try:
+        hook = BUILTIN_HOOKS[builtin](ctx, **spec)
+    except TypeError as err:
+        raise ConfigError(
+            f"hooks.{name}: bad options {sorted(spec)} for {builtin}: {err}"
+        ) from None
+    hook.register(trainer, name)
+
+
+def register_config_hooks(hooks_cfg: DictConfig, ctx: HookContext) -> None:
+    """Every entry of the ``hooks`` mapping, in order."""
+    for name, spec in hooks_cfg.items():
+        make_hook(str(name), spec, ctx)
+
+
+def continue_progress_bar(trainer: Trainer) -> None:
+    """A resumed run's progress bar starts at the restored frame count, not at 0 (TorchRL's
+    ``train`` always opens it at 0)."""
+
+    def advance() -> None:
+        if trainer.progress_bar and trainer.collected_frames:
+            trainer._pbar.update(trainer.collected_frames)
+
+    trainer.register_op("setup", advance)
