@@ -17,6 +17,8 @@ refuses anything but tensors and plain containers; rlrun turns that refusal into
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import pickle
 import shutil
@@ -88,6 +90,8 @@ class SnapshotSaver:
                 "pip install 'rlrun[torchsnapshot]' (or use checkpoint.backend=torch)."
             ) from None
         self.torchsnapshot = torchsnapshot
+        logging.getLogger("torchsnapshot").setLevel(logging.WARNING)
+        self.config = composed_config(cfg)
         self.every = cfg.checkpoint.every_frames or NEVER
         self.keep = cfg.checkpoint.keep
         self.directory = run_dir / CHECKPOINT_DIR
@@ -105,6 +109,7 @@ class SnapshotSaver:
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
             self.torchsnapshot.Snapshot.take(str(stage), app_state=self.app_state())
+            (stage / "config.json").write_text(json.dumps(self.config, indent=1))
             if destination.exists():
                 shutil.rmtree(destination)
             os.replace(stage, destination)

@@ -270,7 +270,13 @@ def make_hook(name: str, spec: Any, ctx: HookContext) -> None:
         for point in _hook_points(name, at):
             trainer.register_op(point, hook)
         return
-    builtin = choose(f"hooks.{name}", spec.pop("name", name), BUILTIN_HOOKS)
+    builtin = spec.pop("name", name)
+    if builtin not in BUILTIN_HOOKS:
+        raise ConfigError(
+            f"hooks.{name}: {builtin} is not a built-in hook; choose one of: "
+            f"{', '.join(sorted(BUILTIN_HOOKS))}, or give your own class as "
+            f"+hooks.{name}._target_=pkg.Class +hooks.{name}.at=<hook point>."
+        )
     try:
         hook = BUILTIN_HOOKS[builtin](ctx, **spec)
     except TypeError as err:
