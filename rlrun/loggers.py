@@ -41,7 +41,9 @@ def flatten_config(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists and None become strings (TensorBoard wants
     plain scalars)."""
     if isinstance(cfg, DictConfig):
-        cfg = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    if not prefix:
+        cfg = redact_secrets(cfg)
     flat: dict[str, Any] = {}
     for key, value in cfg.items():
         name = f"{prefix}{key}"

@@ -92,7 +92,7 @@ def test_csv_tensorboard_wandb_agree_and_keep_secrets_out(workdir: Path) -> None
         for other in (tensorboard_series(run_dir, name), wandb_series(rows, name)):
             assert [step for step, _ in other] == [step for step, _ in csv], name
             assert [v for _, v in other] == pytest.approx([v for _, v in csv], rel=1e-6), name
-    assert config["trainer.total_frames"]["value"] == 1024  # the composed config as hparams
+    assert config["trainer.total_frames"] == 1024  # the composed config as hparams
     leaked = [p for p in run_dir.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert leaked == []
 
