@@ -167,14 +167,17 @@ def load_checkpoint(trainer: Trainer, path: Path, saver: SnapshotSaver | None) -
             saver.load(path)
         else:
             trainer.load_from_file(path)
-    except pickle.UnpicklingError as err:
+    except (pickle.UnpicklingError, CheckpointError) as err:
+        cause: BaseException | None = err
+        while cause is not None and not isinstance(cause, pickle.UnpicklingError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise ConfigError(f"resume={path}: not a loadable checkpoint: {err}") from None
         raise ConfigError(
             f"resume={path}: refused to load this checkpoint: it holds pickled objects that "
-            f"would run code on load (torch.load weights_only=True said: {str(err)[:200]}...). "
+            "would run code on load (torch.load with weights_only=True rejected them). "
             "Only load checkpoints you trust; rlrun writes tensor-only ones."
         ) from None
-    except CheckpointError as err:
-        raise ConfigError(f"resume={path}: not a loadable checkpoint: {err}") from None
 
 
 def save_best(trainer: Trainer, run_dir: Path, eval_return: float) -> None:
