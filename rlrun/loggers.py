@@ -73,8 +73,11 @@ class MultiLogger(Logger):
             logger.log_scalar(name, value, step=step)
 
     def log_video(self, name: str, video: Any, step: int | None = None, **kwargs) -> None:
+        """Videos go to the backends that display them; CSV would dump raw frames (the run
+        folder's ``videos/*.mp4`` stands in for it)."""
         for logger in self.loggers:
-            logger.log_video(name, video, step=step, **kwargs)
+            if not isinstance(logger, CSVLogger):
+                logger.log_video(name, video, step=step, **kwargs)
 
     def log_hparams(self, cfg: DictConfig | dict) -> None:
         """Log the composed config, flattened to ``a.b.c`` keys of plain values."""
