@@ -53,9 +53,8 @@ def item_key(item) -> str:
     return item.key or "/".join(item.nested_key)
 
 
-def wandb_run(run_dir: Path) -> tuple[list[dict], dict, str]:
-    """History rows, config and run id of the offline W&B run in ``run_dir``."""
-    (path,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+def wandb_run(path: Path) -> tuple[list[dict], dict, str]:
+    """History rows, config and run id of an offline W&B run file."""
     rows, config, run_id = [], {}, ""
     for record in wandb_records(path):
         kind = record.WhichOneof("record_type")
@@ -74,18 +73,22 @@ def wandb_series(rows: list[dict], name: str) -> list[tuple[int, float]]:
     return [(int(r[step_key]), float(r[name])) for r in rows if name in r]
 
 
-def test_csv_tensorboard_wandb_agree_and_keep_secrets_out(workdir: Path) -> None:
+def test_csv_tensorboard_wandb_agree_continue_on_resume_and_keep_secrets_out(
+    workdir: Path,
+) -> None:
+    env = {"WANDB_API_KEY": SECRET}
     run_rlrun(
         "+experiment=ppo",
         *TINY,
         "logger=[csv,tensorboard,wandb]",
         "logger.mode=offline",
         cwd=workdir,
-        env={"WANDB_API_KEY": SECRET},
+        env=env,
     )
     (run_dir,) = run_dirs(workdir)
     assert summary(run_dir)["status"] == "completed"
-    rows, config, _ = wandb_run(run_dir)
+    (wandb_file,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+    rows, config, run_id = wandb_run(wandb_file)
     for name in METRICS:
         csv = csv_series(run_dir, name)
         assert [step for step, _ in csv] == [512, 1024], name  # x-axis: collected frames
@@ -93,6 +96,15 @@ def test_csv_tensorboard_wandb_agree_and_keep_secrets_out(workdir: Path) -> None
             assert [step for step, _ in other] == [step for step, _ in csv], name
             assert [v for _, v in other] == pytest.approx([v for _, v in csv], rel=1e-6), name
     assert config["trainer.total_frames"] == 1024  # the composed config as hparams
+    # a resume continues the same W&B run and every series at the next frame count
+    run_rlrun(f"resume={run_dir}", "trainer.total_frames=1536", cwd=workdir, env=env)
+    (resumed,) = set(run_dir.glob("wandb/offline-run-*/run-*.wandb")) - {wandb_file}
+    rows, _, resumed_id = wandb_run(resumed)
+    assert resumed_id == run_id
+    for name in METRICS:
+        assert [step for step, _ in wandb_series(rows, name)] == [1536], name
+        assert [step for step, _ in csv_series(run_dir, name)] == [512, 1024, 1536], name
+        assert [step for step, _ in tensorboard_series(run_dir, name)] == [512, 1024, 1536]
     leaked = [p for p in run_dir.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert leaked == []
 
