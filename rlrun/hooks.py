@@ -223,9 +223,14 @@ def _log_validation_reward(ctx: HookContext, **kw: Any) -> TrainerHookBase:
     )
 
 
+def _nested(key: str | list[str]) -> str | tuple[str, ...]:
+    """YAML writes a nested key as a list; TensorDict wants a tuple."""
+    return key if isinstance(key, str) else tuple(key)
+
+
 # name -> factory(ctx, **options from YAML). Each hook registers itself at its own points.
 BUILTIN_HOOKS: dict[str, Callable[..., TrainerHookBase]] = {
-    "log_scalar": lambda ctx, **kw: LogScalar(**kw),
+    "log_scalar": lambda ctx, key="reward", **kw: LogScalar(_nested(key), **kw),
     "count_frames_log": lambda ctx, **kw: CountFramesLog(frame_skip=1, **kw),
     "reward_normalizer": lambda ctx, **kw: RewardNormalizer(**kw),
     "batch_subsampler": lambda ctx, **kw: BatchSubSampler(**kw),
