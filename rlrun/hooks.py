@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDictBase
@@ -245,56 +246,83 @@ BUILTIN_HOOKS: dict[str, Callable[..., TrainerHookBase]] = {
 }
 
 
-def _hook_points(name: str, at: Any) -> list[str]:
-    points = [at] if isinstance(at, str) else list(at)
-    return [choose(f"hooks.{name}.at", point, HOOK_POINTS) for point in points]
+@dataclass
+class HookEntry:
+    """One checked entry of the ``hooks`` mapping."""
+
+    name: str
+    builtin: str | None  # a built-in's name; None for a user's ``_target_``
+    points: list[str]  # user hooks: where to call it ([]: its own ``register``)
+    options: dict[str, Any]  # built-in options, or the ``_target_`` and its arguments
 
 
-def make_hook(name: str, spec: Any, ctx: HookContext) -> None:
-    """Build the hook ``name`` from its YAML entry and register it on ``ctx.trainer``.
+def parse_hooks(hooks_cfg: DictConfig) -> list[HookEntry]:
+    """Check the ``hooks`` mapping (names, hook points) before anything heavy is built.
 
-    ``{_target_: pkg.Class, at: point|[points], **kwargs}``: a user's object, called at each
-    point (its ``state_dict`` goes into checkpoints when it has one). Otherwise ``name`` (or the
-    entry's ``name:``) is a built-in and the entry holds its options.
+    ``{_target_: pkg.Class, at: point|[points], **kwargs}`` is a user's object; any other entry
+    is a built-in (its key, or its ``name:``) and holds that hook's options.
     """
-    spec = OmegaConf.to_container(spec, resolve=True) if isinstance(spec, DictConfig) else spec
-    spec = dict(spec or {})
+    entries = []
+    for key, spec in OmegaConf.to_container(hooks_cfg, resolve=True).items():
+        name, options = str(key), dict(spec or {})
+        if "_target_" in options:
+            at = options.pop("at", None)
+            points = [at] if isinstance(at, str) else list(at or [])
+            for point in points:
+                choose(f"hooks.{name}.at", point, HOOK_POINTS)
+            entries.append(HookEntry(name, None, points, options))
+            continue
+        builtin = options.pop("name", name)
+        if builtin not in BUILTIN_HOOKS:
+            raise ConfigError(
+                f"hooks.{name}: {builtin} is not a built-in hook; choose one of: "
+                f"{', '.join(sorted(BUILTIN_HOOKS))}, or give your own class as "
+                f"+hooks.{name}._target_=pkg.Class +hooks.{name}.at=<hook point>."
+            )
+        entries.append(HookEntry(name, builtin, [], options))
+    return entries
+
+
+def _user_hook(entry: HookEntry) -> Any:
+    try:
+        return instantiate(entry.options, _convert_="all")
+    except InstantiationException as err:
+        raise ConfigError(
+            f"hooks.{entry.name}._target_={entry.options['_target_']} could not be built: "
+            f"{str(err).splitlines()[0].split(', set env var')[0]}"
+        ) from None
+
+
+def register_config_hooks(entries: list[HookEntry], ctx: HookContext) -> None:
+    """Build every hook of the ``hooks`` mapping, in order, and register it on the Trainer.
+
+    A user's object is called at each of its points; its ``state_dict`` (when it has one) goes
+    into checkpoints. Built-ins register themselves at TorchRL's own points.
+    """
     trainer = ctx.trainer
-    if "_target_" in spec:
-        at = spec.pop("at", None)
-        hook = instantiate(spec, _convert_="all")
-        if at is None:
+    for entry in entries:
+        if entry.builtin is not None:
+            try:
+                hook = BUILTIN_HOOKS[entry.builtin](ctx, **entry.options)
+            except TypeError as err:
+                raise ConfigError(
+                    f"hooks.{entry.name}: bad options {sorted(entry.options)} "
+                    f"for {entry.builtin}: {err}"
+                ) from None
+            hook.register(trainer, entry.name)
+            continue
+        hook = _user_hook(entry)
+        if not entry.points:
             if not callable(getattr(hook, "register", None)):
                 raise ConfigError(
-                    f"hooks.{name}.at is missing; set it to one of: {', '.join(HOOK_POINTS)}."
+                    f"hooks.{entry.name}.at is missing; set it to one of: {', '.join(HOOK_POINTS)}."
                 )
-            hook.register(trainer, name)
-            return
+            hook.register(trainer, entry.name)
+            continue
         if Trainer._is_checkpointable(hook):
-            trainer.register_module(name, hook)
-        for point in _hook_points(name, at):
+            trainer.register_module(entry.name, hook)
+        for point in entry.points:
             trainer.register_op(point, hook)
-        return
-    builtin = spec.pop("name", name)
-    if builtin not in BUILTIN_HOOKS:
-        raise ConfigError(
-            f"hooks.{name}: {builtin} is not a built-in hook; choose one of: "
-            f"{', '.join(sorted(BUILTIN_HOOKS))}, or give your own class as "
-            f"+hooks.{name}._target_=pkg.Class +hooks.{name}.at=<hook point>."
-        )
-    try:
-        hook = BUILTIN_HOOKS[builtin](ctx, **spec)
-    except TypeError as err:
-        raise ConfigError(
-            f"hooks.{name}: bad options {sorted(spec)} for {builtin}: {err}"
-        ) from None
-    hook.register(trainer, name)
-
-
-def register_config_hooks(hooks_cfg: DictConfig, ctx: HookContext) -> None:
-    """Every entry of the ``hooks`` mapping, in order."""
-    for name, spec in hooks_cfg.items():
-        make_hook(str(name), spec, ctx)
 
 
 def continue_progress_bar(trainer: Trainer) -> None:

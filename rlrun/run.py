@@ -42,6 +42,7 @@ from rlrun.hooks import (
     LinearLRAnnealing,
     LossLog,
     continue_progress_bar,
+    parse_hooks,
     register_config_hooks,
 )
 from rlrun.loggers import make_logger
@@ -117,6 +118,7 @@ def quiet_torchrl() -> None:
 def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Trainer:
     """The recipe: every piece built from its config group, then hooked into a TorchRL Trainer."""
     device = resolve_device(cfg.device)
+    hooks = parse_hooks(cfg.hooks)  # checked before anything heavy is built
     torch.set_num_threads(cfg.trainer.num_threads or 1)
     seed_everything(cfg.seed)
 
@@ -161,7 +163,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
     if anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
     eval_env = eval_env_factory(cfg, ac, device)
-    register_config_hooks(cfg.hooks, HookContext(trainer, cfg, optimizer, ac.actor, eval_env))
+    register_config_hooks(hooks, HookContext(trainer, cfg, optimizer, ac.actor, eval_env))
     if cfg.eval.every_frames:
         on_result = functools.partial(setattr, stats, "eval_return_last")
         Evaluator(cfg.eval, eval_env, ac.actor, run_dir, on_result).register(trainer)
