@@ -1,4 +1,5 @@
-"""Trainer hooks rlrun always registers: episode statistics, loss logging, LR annealing.
+"""Trainer hooks: the ones rlrun always registers (episode statistics, loss logging, LR
+annealing) and the ``hooks`` config: TorchRL's built-in hooks by name, user hooks by ``_target_``.
 
 Every metric is logged against collected frames (the Trainer's step), under ``train/...``.
 Each hook has ``state_dict``/``load_state_dict`` so a resumed run continues its statistics.
@@ -8,13 +9,34 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDictBase
-from torchrl.trainers import Trainer, TrainerHookBase
+from torchrl.trainers import (
+    BatchSubSampler,
+    ClearCudaCache,
+    CountFramesLog,
+    EarlyStopping,
+    LogScalar,
+    LogValidationReward,
+    LRSchedulerHook,
+    ReplayBufferTrainer,
+    RewardNormalizer,
+    SelectKeys,
+    TargetNetUpdaterHook,
+    Trainer,
+    TrainerHookBase,
+    UpdateWeights,
+)
 
 import rlrun
+from rlrun.errors import ConfigError, choose
 
 
 class EpisodeStats(TrainerHookBase):
@@ -140,3 +162,185 @@ class LinearLRAnnealing(TrainerHookBase):
         trainer.register_module(name, self)
         trainer.register_op("post_steps", self)
         trainer.register_op("post_steps_log", self.log)
+
+
+# --- Hooks from the ``hooks`` config: built-ins by name, user classes by ``_target_`` ---------
+
+HOOK_POINTS = (
+    "batch_process",
+    "pre_steps_log",
+    "pre_optim_steps",
+    "pre_epoch_log",
+    "pre_epoch",
+    "process_optim_batch",
+    "post_loss",
+    "process_loss",
+    "post_optim",
+    "post_optim_log",
+    "post_epoch_log",
+    "post_epoch",
+    "post_optim_complete_log",
+    "post_steps",
+    "post_steps_log",
+    "setup",
+    "shutdown",
+)
+
+
+@dataclass
+class HookContext:
+    """What a built-in hook may need from the run being assembled."""
+
+    trainer: Trainer
+    cfg: DictConfig
+    optimizer: torch.optim.Optimizer
+    policy: Any  # the rollout policy (actor)
+    make_env: Callable[[], Any]  # a fresh env, e.g. for validation rollouts
+
+
+def _replay_buffer(ctx: HookContext, **kw: Any) -> TrainerHookBase:
+    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+
+    rb = ctx.cfg.replay_buffer
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(rb.size))
+    return ReplayBufferTrainer(
+        buffer, batch_size=rb.batch_size, **{"flatten_tensordicts": True, **kw}
+    )
+
+
+def _target_updater(ctx: HookContext, kind: str = "soft", **kw: Any) -> TrainerHookBase:
+    from torchrl.objectives import HardUpdate, SoftUpdate
+
+    updater = {"soft": SoftUpdate, "hard": HardUpdate}[
+        choose("hooks.target_updater.kind", kind, ("soft", "hard"))
+    ]
+    return TargetNetUpdaterHook(updater(ctx.trainer.loss_module, **kw))
+
+
+def _lr_scheduler(ctx: HookContext, scheduler: dict, interval: str = "batch") -> TrainerHookBase:
+    return LRSchedulerHook(instantiate(scheduler, optimizer=ctx.optimizer), interval=interval)
+
+
+def _log_validation_reward(ctx: HookContext, **kw: Any) -> TrainerHookBase:
+    from torchrl.envs.utils import ExplorationType
+
+    kw.setdefault("record_interval", 1)
+    kw.setdefault("record_frames", 1000)
+    return LogValidationReward(
+        policy_exploration=ctx.policy,
+        environment=ctx.make_env(),
+        exploration_type=ExplorationType.DETERMINISTIC,
+        **kw,
+    )
+
+
+def _nested(key: str | list[str]) -> str | tuple[str, ...]:
+    """YAML writes a nested key as a list; TensorDict wants a tuple."""
+    return key if isinstance(key, str) else tuple(key)
+
+
+# name -> factory(ctx, **options from YAML). Each hook registers itself at its own points.
+BUILTIN_HOOKS: dict[str, Callable[..., TrainerHookBase]] = {
+    "log_scalar": lambda ctx, key="reward", **kw: LogScalar(_nested(key), **kw),
+    "count_frames_log": lambda ctx, **kw: CountFramesLog(frame_skip=1, **kw),
+    "reward_normalizer": lambda ctx, **kw: RewardNormalizer(**kw),
+    "batch_subsampler": lambda ctx, **kw: BatchSubSampler(**kw),
+    "select_keys": lambda ctx, keys: SelectKeys(list(keys)),
+    "clear_cuda_cache": lambda ctx, interval=1: ClearCudaCache(interval),
+    "update_weights": lambda ctx, **kw: UpdateWeights(ctx.trainer.collector, **kw),
+    "log_validation_reward": _log_validation_reward,
+    "replay_buffer": _replay_buffer,
+    "target_updater": _target_updater,
+    "lr_scheduler": _lr_scheduler,
+    "early_stopping": lambda ctx, **kw: EarlyStopping(**kw),
+}
+
+
+@dataclass
+class HookEntry:
+    """One checked entry of the ``hooks`` mapping."""
+
+    name: str
+    builtin: str | None  # a built-in's name; None for a user's ``_target_``
+    points: list[str]  # user hooks: where to call it ([]: its own ``register``)
+    options: dict[str, Any]  # built-in options, or the ``_target_`` and its arguments
+
+
+def parse_hooks(hooks_cfg: DictConfig) -> list[HookEntry]:
+    """Check the ``hooks`` mapping (names, hook points) before anything heavy is built.
+
+    ``{_target_: pkg.Class, at: point|[points], **kwargs}`` is a user's object; any other entry
+    is a built-in (its key, or its ``name:``) and holds that hook's options.
+    """
+    entries = []
+    for key, spec in OmegaConf.to_container(hooks_cfg, resolve=True).items():
+        name, options = str(key), dict(spec or {})
+        if "_target_" in options:
+            at = options.pop("at", None)
+            points = [at] if isinstance(at, str) else list(at or [])
+            for point in points:
+                choose(f"hooks.{name}.at", point, HOOK_POINTS)
+            entries.append(HookEntry(name, None, points, options))
+            continue
+        builtin = options.pop("name", name)
+        if builtin not in BUILTIN_HOOKS:
+            raise ConfigError(
+                f"hooks.{name}: {builtin} is not a built-in hook; choose one of: "
+                f"{', '.join(sorted(BUILTIN_HOOKS))}, or give your own class as "
+                f"+hooks.{name}._target_=pkg.Class +hooks.{name}.at=<hook point>."
+            )
+        entries.append(HookEntry(name, builtin, [], options))
+    return entries
+
+
+def _user_hook(entry: HookEntry) -> Any:
+    try:
+        return instantiate(entry.options, _convert_="all")
+    except InstantiationException as err:
+        raise ConfigError(
+            f"hooks.{entry.name}._target_={entry.options['_target_']} could not be built: "
+            f"{str(err).splitlines()[0].split(', set env var')[0]}"
+        ) from None
+
+
+def register_config_hooks(entries: list[HookEntry], ctx: HookContext) -> None:
+    """Build every hook of the ``hooks`` mapping, in order, and register it on the Trainer.
+
+    A user's object is called at each of its points; its ``state_dict`` (when it has one) goes
+    into checkpoints. Built-ins register themselves at TorchRL's own points.
+    """
+    trainer = ctx.trainer
+    for entry in entries:
+        if entry.builtin is not None:
+            try:
+                hook = BUILTIN_HOOKS[entry.builtin](ctx, **entry.options)
+            except TypeError as err:
+                raise ConfigError(
+                    f"hooks.{entry.name}: bad options {sorted(entry.options)} "
+                    f"for {entry.builtin}: {err}"
+                ) from None
+            hook.register(trainer, entry.name)
+            continue
+        hook = _user_hook(entry)
+        if not entry.points:
+            if not callable(getattr(hook, "register", None)):
+                raise ConfigError(
+                    f"hooks.{entry.name}.at is missing; set it to one of: {', '.join(HOOK_POINTS)}."
+                )
+            hook.register(trainer, entry.name)
+            continue
+        if Trainer._is_checkpointable(hook):
+            trainer.register_module(entry.name, hook)
+        for point in entry.points:
+            trainer.register_op(point, hook)
+
+
+def continue_progress_bar(trainer: Trainer) -> None:
+    """A resumed run's progress bar starts at the restored frame count, not at 0 (TorchRL's
+    ``train`` always opens it at 0)."""
+
+    def advance() -> None:
+        if trainer.progress_bar and trainer.collected_frames:
+            trainer._pbar.update(trainer.collected_frames)
+
+    trainer.register_op("setup", advance)

@@ -7,6 +7,8 @@ against collected frames, and the composed config is logged as hyperparameters.
 from __future__ import annotations
 
 import os
+import re
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,12 +16,34 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from torchrl.record.loggers import CSVLogger, Logger, TensorboardLogger
 
+from rlrun.errors import choose
+
+WANDB_MODES = ("online", "offline", "disabled", "auto")
+
+
+SECRET = re.compile(r"api_?key|token|secret|password", re.IGNORECASE)
+
+
+def redact_secrets(value: Any) -> Any:
+    """Drop values under secret-looking keys (``api_key``, ``token``, ...) before anything is
+    saved or sent: configs go into loggers and checkpoints."""
+    if isinstance(value, dict):
+        return {
+            k: "<redacted>" if SECRET.search(str(k)) else redact_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_secrets(v) for v in value]
+    return value
+
 
 def flatten_config(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists and None become strings (TensorBoard wants
     plain scalars)."""
     if isinstance(cfg, DictConfig):
         cfg = OmegaConf.to_container(cfg, resolve=True)
+    if not prefix:
+        cfg = redact_secrets(cfg)
     flat: dict[str, Any] = {}
     for key, value in cfg.items():
         name = f"{prefix}{key}"
@@ -49,8 +73,11 @@ class MultiLogger(Logger):
             logger.log_scalar(name, value, step=step)
 
     def log_video(self, name: str, video: Any, step: int | None = None, **kwargs) -> None:
+        """Videos go to the backends that display them; CSV would dump raw frames (the run
+        folder's ``videos/*.mp4`` stands in for it)."""
         for logger in self.loggers:
-            logger.log_video(name, video, step=step, **kwargs)
+            if not isinstance(logger, CSVLogger):
+                logger.log_video(name, video, step=step, **kwargs)
 
     def log_hparams(self, cfg: DictConfig | dict) -> None:
         """Log the composed config, flattened to ``a.b.c`` keys of plain values."""
@@ -63,25 +90,60 @@ class MultiLogger(Logger):
             logger.log_histogram(name, data, **kwargs)
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush and close every backend (W&B runs are finished here)."""
+        """Flush and close every backend (W&B runs are finished here), even if one fails."""
+        errors = []
         for logger in self.loggers:
-            if isinstance(logger, TensorboardLogger):
-                logger.experiment.close()
-            elif hasattr(logger, "experiment") and hasattr(logger.experiment, "finish"):
-                logger.experiment.finish()
-            elif isinstance(logger, CSVLogger):
-                for f in logger.experiment.files.values():
-                    f.close()
-                logger.experiment.files.clear()
+            try:
+                close_logger(logger)
+            except Exception as err:  # close the others, then report
+                errors.append(err)
+        self.loggers.clear()
+        if errors:
+            raise errors[0]
 
     def __repr__(self) -> str:
         return f"MultiLogger({self.loggers})"
 
 
+def close_logger(logger: Logger) -> None:
+    """TorchRL loggers have no common ``close``: flush files, finish W&B/MLflow runs."""
+    if isinstance(logger, TensorboardLogger):
+        logger.experiment.close()
+    elif isinstance(logger, CSVLogger):
+        for f in logger.experiment.files.values():
+            f.close()
+        logger.experiment.files.clear()
+    elif hasattr(logger.experiment, "finish"):  # wandb
+        logger.experiment.finish()
+    else:  # mlflow
+        import mlflow
+
+        mlflow.end_run()
+
+
+def wandb_run_id(run_dir: Path) -> str:
+    """One W&B run per run folder: the id is kept in ``wandb/run_id`` so a resume continues it."""
+    path = run_dir / "wandb" / "run_id"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(uuid.uuid4().hex[:12])
+    return path.read_text().strip()
+
+
+def sweep_group() -> str | None:
+    """In a Hydra multirun, the sweep folder (``2026-11-22_10-00-00``): its jobs share a group."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return "_".join(Path(HydraConfig.get().sweep.dir).parts[-2:])
+
+
 def _wandb_logger(cfg: DictConfig, run_dir: Path, exp_name: str) -> Logger:
     from torchrl.record.loggers.wandb import WandbLogger
 
-    mode = cfg.mode
+    mode = choose("logger.mode", cfg.mode, WANDB_MODES)
     if mode == "auto":
         has_key = bool(os.environ.get("WANDB_API_KEY")) or (Path.home() / ".netrc").exists()
         mode = "online" if has_key else "offline"
@@ -90,7 +152,8 @@ def _wandb_logger(cfg: DictConfig, run_dir: Path, exp_name: str) -> Logger:
         save_dir=str(run_dir),
         project=cfg.project,
         entity=cfg.entity,
-        group=cfg.group,
+        group=cfg.group or sweep_group(),
+        id=wandb_run_id(run_dir),
         tags=list(cfg.tags) or None,
         offline=mode == "offline",
         mode=mode,

@@ -1,32 +1,54 @@
 """One training job, top to bottom: the recipe that turns a composed config into a Trainer.
 
 seed -> env -> policy -> loss -> collector -> optimizer -> loggers -> Trainer -> hooks
--> checkpoints -> train -> summary.json
+-> evaluation -> checkpoints (resume) -> train -> summary.json
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
+import signal
+import threading
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from torchrl.envs import EnvBase
 from torchrl.trainers import Trainer
 
 from rlrun.algorithms import make_algorithm
-from rlrun.checkpoints import trainer_checkpoint_kwargs
+from rlrun.checkpoints import (
+    SnapshotSaver,
+    find_checkpoint,
+    load_checkpoint,
+    trainer_checkpoint_kwargs,
+)
 from rlrun.collectors import make_collector
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError
-from rlrun.hooks import EpisodeStats, LinearLRAnnealing, LossLog
+from rlrun.evaluation import Evaluator
+from rlrun.hooks import (
+    EpisodeStats,
+    HookContext,
+    LinearLRAnnealing,
+    LossLog,
+    continue_progress_bar,
+    parse_hooks,
+    register_config_hooks,
+)
 from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
 from rlrun.pruning import is_pruned, register_pruning
+
+log = logging.getLogger(__name__)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -97,6 +119,7 @@ def quiet_torchrl() -> None:
 def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Trainer:
     """The recipe: every piece built from its config group, then hooked into a TorchRL Trainer."""
     device = resolve_device(cfg.device)
+    hooks = parse_hooks(cfg.hooks)  # checked before anything heavy is built
     torch.set_num_threads(cfg.trainer.num_threads or 1)
     seed_everything(cfg.seed)
 
@@ -130,28 +153,101 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         progress_bar=cfg.trainer.progress_bar,
         log_interval=cfg.trainer.log_every_frames,
         auto_log_optim_steps=False,
-        **trainer_checkpoint_kwargs(cfg.checkpoint, run_dir),
+        **trainer_checkpoint_kwargs(cfg, run_dir),
     )
     for hook in [*algo.hooks, stats, LossLog()]:
         hook.register(trainer)
     if anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
+    eval_env = eval_env_factory(cfg, ac, device)
+    eval_policy = ac.rollout_policy("eval")  # the actor in the eval phase's recurrent mode
+    register_config_hooks(hooks, HookContext(trainer, cfg, optimizer, eval_policy, eval_env))
+    if cfg.eval.every_frames:
+        on_result = functools.partial(setattr, stats, "eval_return_last")
+        Evaluator(cfg.eval, eval_env, eval_policy, run_dir, on_result).register(trainer)
     register_pruning(trainer, stats)  # only in a trial of a pruned Optuna search
     return trainer
 
 
+def eval_env_factory(cfg: DictConfig, ac, device: torch.device) -> Callable[..., EnvBase]:
+    """A fresh single env for evaluation (its own seed), rendering ``pixels`` on request."""
+
+    def make(pixels: bool = False) -> EnvBase:
+        env_cfg = cfg.env
+        if pixels:  # a plain GymEnv renders: from_pixels adds a "pixels" entry
+            pixel_kwargs = {"from_pixels": True, "pixels_only": False}
+            env_cfg = OmegaConf.merge(env_cfg, {"backend": "gym", "parallel": False})
+            env_cfg.kwargs = {**env_cfg.kwargs, **pixel_kwargs}
+        env = make_env(env_cfg, str(device), num_envs=1, seed=cfg.seed + 1)
+        for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
+            env.append_transform(transform)
+        return env
+
+    return make
+
+
+@contextmanager
+def stop_on_signals(trainer: Trainer) -> Iterator[list[str]]:
+    """Ctrl-C or SIGTERM asks the Trainer to stop after the current batch (TorchRL then saves a
+    checkpoint and leaves its loop); a second signal interrupts at once. Yields the signals seen."""
+    seen: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen  # signal handlers can only be set from the main thread
+        return
+
+    def handler(signum: int, frame) -> None:
+        seen.append(signal.Signals(signum).name)
+        if len(seen) > 1:
+            raise KeyboardInterrupt
+        trainer.request_stop(f"{seen[0]} received")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield seen
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def resume_checkpoint(cfg: DictConfig) -> Path | None:
+    """``resume=<run folder or checkpoint>``: the checkpoint to restore (checked before anything
+    is built, so a wrong path leaves the run folder as it was)."""
+    if not cfg.resume:
+        return None
+    found = find_checkpoint(Path(cfg.resume), cfg.checkpoint.backend)
+    if found is None:
+        raise ConfigError(
+            f"resume={cfg.resume}: no {cfg.checkpoint.backend} checkpoint found there; "
+            "give a run folder with checkpoints/ or a checkpoint folder."
+        )
+    return found
+
+
 def run_job(cfg: DictConfig) -> float | None:
     """Train one run in the Hydra run folder; whatever happens, close loggers and write
-    ``summary.json``. Returns the final training return (a sweeper's objective)."""
+    ``summary.json``. Ctrl-C/SIGTERM stop after the batch with a checkpoint (status
+    ``interrupted``). Returns the final training return (a sweeper's objective)."""
     quiet_torchrl()
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    checkpoint = resume_checkpoint(cfg)
     stats = EpisodeStats()
     trainer: Trainer | None = None
+    saver: SnapshotSaver | None = None
     status, error = "failed", None
     try:
         trainer = build_trainer(cfg, run_dir, stats)
-        trainer.train()
-        status = "completed"
+        if cfg.checkpoint.backend == "torchsnapshot":
+            saver = SnapshotSaver(cfg, run_dir)
+            saver.register(trainer)
+        if checkpoint is not None:
+            load_checkpoint(trainer, checkpoint, saver)
+            continue_progress_bar(trainer)
+            log.info("resumed from %s at %d frames", checkpoint, trainer.collected_frames)
+        with stop_on_signals(trainer) as signals:
+            trainer.train()
+            if saver is not None:
+                saver.save_final()
+        status = "interrupted" if signals else "completed"
     except KeyboardInterrupt:
         status = "interrupted"
     except Exception as err:

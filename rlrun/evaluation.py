@@ -1,0 +1,114 @@
+"""Periodic evaluation from the ``eval`` config group: the deterministic policy on its own env.
+
+Every ``eval.every_frames`` collected frames, ``eval.episodes`` episodes run on a separate env
+(its own seed) with the policy's deterministic action (``ExplorationType.DETERMINISTIC``).
+``eval/episode_return`` and ``eval/episode_length`` go to every logger at the collected-frames
+step; the best return so far is kept as ``checkpoints/best``; with ``eval.video=true`` the first
+episode is rendered to ``videos/eval-<frames>.mp4`` and sent to the loggers (``log_video``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from tensordict import TensorDictBase
+from torchrl.envs import EnvBase
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+from torchrl.trainers import Trainer, TrainerHookBase
+
+from rlrun.checkpoints import save_best
+
+
+class Evaluator(TrainerHookBase):
+    """A ``post_steps_log`` hook: evaluate when ``every_frames`` more frames were collected."""
+
+    def __init__(
+        self,
+        cfg: DictConfig,
+        make_env: Callable[..., EnvBase],
+        policy: Any,
+        run_dir: Path,
+        on_result: Callable[[float], None],
+    ) -> None:
+        self.cfg = cfg
+        self.make_env = make_env
+        self.policy = policy
+        self.run_dir = run_dir
+        self.on_result = on_result
+        self.env: EnvBase | None = None
+        self.trainer: Trainer | None = None
+        self.last_eval = 0
+        self.best: float | None = None
+
+    @torch.no_grad()
+    def episode(self, env: EnvBase) -> TensorDictBase:
+        with set_exploration_type(ExplorationType.DETERMINISTIC):
+            return env.rollout(self.cfg.max_steps, self.policy, break_when_any_done=True)
+
+    def evaluate(self) -> dict[str, float]:
+        """Run ``episodes`` episodes; mean return and length."""
+        if self.env is None:
+            self.env = self.make_env()
+        returns, lengths = [], []
+        for _ in range(self.cfg.episodes):
+            td = self.episode(self.env)
+            returns.append(td.get(("next", "reward")).sum().item())
+            lengths.append(td.numel())
+        return {
+            "eval/episode_return": sum(returns) / len(returns),
+            "eval/episode_length": sum(lengths) / len(lengths),
+        }
+
+    def record_video(self, frames: int) -> None:
+        """One rendered episode: an mp4 in the run folder and ``eval/video`` for the loggers."""
+        from moviepy import ImageSequenceClip
+
+        env = self.make_env(pixels=True)
+        try:
+            pixels = self.episode(env).get("pixels")
+            pixels = pixels.reshape(-1, *pixels.shape[-3:])  # [time, height, width, channels]
+        finally:
+            env.close()
+        path = self.run_dir / "videos" / f"eval-{frames:012d}.mp4"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ImageSequenceClip(list(pixels.numpy()), fps=30).write_videofile(
+            str(path), codec="libx264", audio=False, logger=None
+        )
+        # loggers take [batch, time, channels, height, width] uint8
+        video = pixels.permute(0, 3, 1, 2).unsqueeze(0)
+        self.trainer.logger.log_video("eval/video", video, step=frames)
+
+    def __call__(self, batch: TensorDictBase | None = None) -> None:
+        frames = self.trainer.collected_frames
+        if frames - self.last_eval < self.cfg.every_frames:
+            return
+        self.last_eval = frames
+        result = self.evaluate()
+        for key, value in result.items():  # straight to the loggers: no log_interval filter
+            self.trainer.logger.log_scalar(key, value, step=frames)
+        self.on_result(result["eval/episode_return"])
+        if self.best is None or result["eval/episode_return"] > self.best:
+            self.best = result["eval/episode_return"]
+            save_best(self.trainer, self.run_dir, self.best)
+        if self.cfg.video:
+            self.record_video(frames)
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_eval": self.last_eval, "best": self.best}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.last_eval, self.best = state_dict["last_eval"], state_dict["best"]
+
+    def register(self, trainer: Trainer, name: str = "evaluator") -> None:
+        self.trainer = trainer
+        trainer.register_module(name, self)
+        trainer.register_op("post_steps_log", self)
+        trainer.register_op("shutdown", self.close)
