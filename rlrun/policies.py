@@ -165,25 +165,25 @@ def make_actor_critic(
     dist_cls, dist_kwargs, n_out = _distribution(action_spec)
     primers: list[Transform] = []
 
-    def trunk(prefix: str, out: int) -> list[TensorDictModule]:
-        if kind == "mlp":
-            net = _mlp(obs_dim, out, hidden_sizes, activation)
-            return [TensorDictModule(net, ["observation"], [f"{prefix}_out"])]
-        core = _recurrent_core(kind, obs_dim, hidden_size, num_layers, prefix)
-        primers.append(core.make_tensordict_primer())
-        head = _mlp(hidden_size, out, hidden_sizes, activation)
-        return [core, TensorDictModule(head, [f"{prefix}_embed"], [f"{prefix}_out"])]
+    def trunk(prefix: str, net_out: nn.Module | None, out: int, out_keys: list[str]):
+        """Observation -> ``out_keys``: one module (MLP) or a recurrent cell and an MLP head.
+        ``net_out`` is appended to the head (NormalParamExtractor for continuous actions)."""
+        in_features, in_key, mods = obs_dim, "observation", []
+        if kind != "mlp":
+            core = _recurrent_core(kind, obs_dim, hidden_size, num_layers, prefix)
+            primers.append(core.make_tensordict_primer())
+            in_features, in_key, mods = hidden_size, f"{prefix}_embed", [core]
+        net = _mlp(in_features, out, hidden_sizes, activation)
+        if net_out is not None:
+            net = nn.Sequential(net, net_out)
+        head = TensorDictModule(net, [in_key], out_keys)
+        return TensorDictSequential(*mods, head) if mods else head
 
-    actor_mods = trunk("actor", n_out)
-    if dist_cls is TanhNormal:
-        actor_mods.append(TensorDictModule(NormalParamExtractor(), ["actor_out"], ["loc", "scale"]))
-        in_keys = ["loc", "scale"]
-    else:
-        actor_mods.append(TensorDictModule(nn.Identity(), ["actor_out"], ["logits"]))
-        in_keys = ["logits"]
+    dist_keys = ["loc", "scale"] if dist_cls is TanhNormal else ["logits"]
+    extractor = NormalParamExtractor() if dist_cls is TanhNormal else None
     actor = ProbabilisticActor(
-        TensorDictSequential(*actor_mods),
-        in_keys=in_keys,
+        trunk("actor", extractor, n_out, dist_keys),
+        in_keys=dist_keys,
         spec=action_spec,
         distribution_class=dist_cls,
         distribution_kwargs=dist_kwargs,
@@ -191,14 +191,12 @@ def make_actor_critic(
     ).to(device)
     critic = None
     if with_critic:
-        critic_kind_is_rnn = kind != "mlp" and recurrent_critic
-        if critic_kind_is_rnn:
-            critic_mods = trunk("critic", 1)
+        if kind != "mlp" and not recurrent_critic:  # feed-forward critic beside an RNN actor
+            net = _mlp(obs_dim, 1, [64, 64], activation)
+            critic = TensorDictModule(net, ["observation"], ["state_value"])
         else:
-            net = _mlp(obs_dim, 1, hidden_sizes if kind == "mlp" else [64, 64], activation)
-            critic_mods = [TensorDictModule(net, ["observation"], ["critic_out"])]
-        critic_mods.append(TensorDictModule(nn.Identity(), ["critic_out"], ["state_value"]))
-        critic = TensorDictSequential(*critic_mods).to(device)
+            critic = trunk("critic", None, 1, ["state_value"])
+        critic = critic.to(device)
     return ActorCritic(actor=actor, critic=critic, primers=primers, recurrent=kind != "mlp")
 
 
