@@ -16,13 +16,13 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from tensordict.nn import TensorDictSequential
 from torchrl.envs import InitTracker
 from torchrl.trainers import Trainer
 
 from rlrun.algorithms import make_algorithm
 from rlrun.checkpoints import trainer_checkpoint_kwargs
-from rlrun.collectors import make_collector
+from rlrun.collectors import make_collector, rollout_policy, runs_in_place, weight_sync_hook
+from rlrun.copying import check_loss_trains_in_place
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError
 from rlrun.hooks import EpisodeStats, LinearLRAnnealing, LossLog
@@ -102,16 +102,21 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
 
     env = make_env(cfg.env, str(device), seed=cfg.seed)
     ac = build_policy(cfg.policy, env.observation_spec, env.full_action_spec["action"], device)
-    if ac.recurrent:
-        env.append_transform(InitTracker())
-    for primer in ac.primers:
-        env.append_transform(primer)
+    policy_transforms = [*([InitTracker()] if ac.recurrent else []), *ac.primers]
+    for transform in policy_transforms:  # originals stay unattached for worker envs
+        env.append_transform(transform.clone())
     algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch)
-    rollout_policy = ac.actor
-    if ac.recurrent and ac.critic is not None:  # store the critic's hidden state too
-        rollout_policy = TensorDictSequential(ac.actor, ac.critic)
+    policy = rollout_policy(ac)
     collector = make_collector(
-        cfg.collector, lambda: env, rollout_policy, cfg.trainer.total_frames, str(device)
+        cfg.collector,
+        env,
+        policy,
+        cfg.trainer.total_frames,
+        str(device),
+        env_cfg=cfg.env,
+        policy_cfg=cfg.policy,
+        policy_transforms=policy_transforms,
+        seed=cfg.seed,
     )
     optim_kwargs = OmegaConf.to_container(cfg.optim, resolve=True)
     anneal_lr = optim_kwargs.pop("anneal_lr")
@@ -138,6 +143,10 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
     )
     for hook in [*algo.hooks, stats, LossLog()]:
         hook.register(trainer)
+    if runs_in_place(collector, policy):
+        check_loss_trains_in_place(algo.loss, policy)
+    else:
+        weight_sync_hook(collector, policy).register(trainer)
     if anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
     return trainer
