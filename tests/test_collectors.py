@@ -73,10 +73,13 @@ def test_uncopyable_policy_trains_in_place_with_one_warning(workdir: Path) -> No
         "+experiment=ppo", *TINY, LOCKED, "collector=sync", "collector.policy_copy=auto",
         cwd=workdir, env=USER_PATH,
     )  # fmt: skip
-    assert proc.stderr.count(AUTO_WARNING) == 1, proc.stderr
-    assert f"{LOCK_ERROR} deepcopy" in proc.stderr
-    assert "collector.policy_copy=never" in proc.stderr  # how to silence it
+    assert proc.stdout.count(AUTO_WARNING) == 1, proc.stdout  # Hydra logs to stdout...
     run = run_dirs(workdir)[0]
+    warning = next(
+        line for line in (run / "cli.log").read_text().splitlines() if AUTO_WARNING in line
+    )
+    assert "WARNING" in warning and f"{LOCK_ERROR} deepcopy" in warning  # ...and the run's log
+    assert "collector.policy_copy=never" in warning  # how to silence it
     assert summary(run)["status"] == "completed" and summary(run)["frames"] == 1024
     assert (run / "csv/scalars/train/loss_objective.csv").read_text().strip()  # PPO trained it
 
@@ -100,7 +103,7 @@ def test_declared_user_policy_from_own_config_dir_trains_silently(workdir: Path)
         "+experiment=ppo", *TINY, "policy=locked", "--config-dir", str(EXAMPLES / "my_conf"),
         cwd=workdir, env=USER_PATH,
     )  # fmt: skip
-    assert AUTO_WARNING not in proc.stderr
+    assert AUTO_WARNING not in proc.stdout + proc.stderr
     run = run_dirs(workdir)[0]
     assert summary(run)["status"] == "completed"
     composed = OmegaConf.load(run / ".hydra/config.yaml")
