@@ -155,6 +155,8 @@ def make_collector(
     kind = choose("collector.kind", cfg.kind, KINDS)
     choose("collector.policy_copy", cfg.policy_copy, POLICY_COPY)
     device = torch.device(cfg.device or device)
+    if device.type == "cuda" and device.index is None:  # compare equal to parameters' devices
+        device = torch.device("cuda", torch.cuda.current_device())
     common = {
         "frames_per_batch": cfg.frames_per_batch,
         "total_frames": total_frames,
@@ -171,6 +173,10 @@ def make_collector(
         factory_cfg._target_ = cfg.policy_factory
         specs = (env.observation_spec, env.full_action_spec["action"])
         worker_factory = functools.partial(_worker_policy, factory_cfg, *specs, str(device))
+        try:
+            worker_factory()  # a broken factory fails here, not silently in a worker process
+        except ImportError as err:
+            raise ConfigError(f"collector.policy_factory={cfg.policy_factory}: {err}") from None
     make_worker_env = functools.partial(_worker_env, env_cfg, str(device), list(policy_transforms))
     collector = KINDS[kind](
         [make_worker_env] * cfg.num_workers,
