@@ -25,16 +25,25 @@ LOCK_ERROR = "UndeclaredLockedMLP (inside ProbabilisticActor) failed to"
 
 
 def _session_processes(sid: int) -> list[str]:
-    """Command lines of the live processes in session ``sid`` (a run's workers stay in it)."""
+    """``state comm`` of the live processes in session ``sid`` (a run's children stay in it)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            text = stat.read_text()
         except OSError:
             continue  # the process ended while we looked
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        comm, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
+        if int(fields[3]) == sid and fields[0] not in "ZX":
+            found.append(f"{fields[0]} {comm}")
     return found
+
+
+def _leftovers(sid: int, grace_s: float = 10.0) -> list[str]:
+    """Processes of session ``sid`` still alive after ``grace_s`` (time to finish exiting)."""
+    deadline = time.monotonic() + grace_s
+    while (alive := _session_processes(sid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
 
 
 def test_copy_probe_names_the_culprit_and_leaves_the_policy_intact(monkeypatch) -> None:
@@ -126,7 +135,7 @@ def test_multi_sync_refuses_unpicklable_policy_before_any_process(workdir: Path)
     assert f"{LOCK_ERROR} pickle" in stderr and "collector.policy_factory" in stderr
     assert "Traceback" not in stderr
     assert time.monotonic() - start < 90
-    assert _session_processes(proc.pid) == []
+    assert _leftovers(proc.pid) == []
 
 
 def test_multi_sync_policy_factory_sends_weights_to_two_workers(workdir: Path) -> None:
