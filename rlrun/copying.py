@@ -87,7 +87,7 @@ def check_loss_trains_in_place(loss: LossModule, policy: nn.Module) -> None:
     them would train an object the collector never sees, so rlrun refuses to start.
     """
     trained = {id(p) for p in loss.parameters()}
-    if any(id(p) not in trained for p in policy.parameters()):
+    if any(p.requires_grad and id(p) not in trained for p in policy.parameters()):
         raise ConfigError(
             f"{type(loss).__name__} trains copies of the policy's parameters, but the collector "
             "runs the policy in place, so it would never see an update. Use a policy that can "

@@ -6,6 +6,7 @@ The policies come from ``examples/my_lab`` (declared not copyable) and ``collect
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import time
@@ -75,6 +76,24 @@ def test_copy_probe_names_the_culprit_and_leaves_the_policy_intact(monkeypatch) 
     assert copy_problem(declared, "pickle") == "LockedMLP declares rlrun_copyable = False"
     plain = make_actor_critic(**specs).actor
     assert copy_problem(plain, "deepcopy") is None and copy_problem(plain, "pickle") is None
+
+
+def test_loss_must_train_the_policy_the_collector_runs_in_place() -> None:
+    from torchrl.objectives import ClipPPOLoss
+
+    from rlrun.config import EnvConfig
+    from rlrun.copying import check_loss_trains_in_place
+    from rlrun.envs import make_env
+    from rlrun.errors import ConfigError
+    from rlrun.policies import make_actor_critic
+
+    env = make_env(OmegaConf.structured(EnvConfig(num_envs=2)), "cpu")
+    ac = make_actor_critic(
+        observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
+    )
+    check_loss_trains_in_place(ClipPPOLoss(ac.actor, ac.critic), ac.actor)  # shares: fine
+    with pytest.raises(ConfigError, match="ClipPPOLoss trains copies of the policy"):
+        check_loss_trains_in_place(ClipPPOLoss(copy.deepcopy(ac.actor), ac.critic), ac.actor)
 
 
 def test_uncopyable_policy_trains_in_place_with_one_warning(workdir: Path) -> None:
