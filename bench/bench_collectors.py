@@ -6,6 +6,8 @@ gymnasium step rate of the same env (8 CartPoles in a sync vector env), in one r
 Collectors run rlrun's default PPO actor (MLP 64x64) with no training in between; the timer
 starts after a first batch, so worker start-up (spawned processes re-import torch and torchrl)
 is reported apart as ``startup_s``. Every rate is frames (env steps) per second of wall time.
+The raw gymnasium rate is taken right before each collector, so on a shared machine each
+``fraction_of_raw`` compares two numbers measured under the same load.
 """
 
 from __future__ import annotations
@@ -83,11 +85,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/collectors.json"))
     args = parser.parse_args()
     torch.set_num_threads(1)
-    results = {"gymnasium_raw": {"fps": raw_gymnasium(args.frames)}}
+    results = {}
     for kind in ("sync", "multi_sync", "async"):
-        results[kind] = collector_rate(kind, args.frames, args.frames_per_batch, args.workers)
-    for name, r in results.items():
-        print(f"{name:14s} {r['fps']:10.0f} frames/s")
+        raw = raw_gymnasium(args.frames)  # right before: both see the same machine load
+        rate = collector_rate(kind, args.frames, args.frames_per_batch, args.workers)
+        results[kind] = {**rate, "gymnasium_raw_fps": raw, "fraction_of_raw": rate["fps"] / raw}
+        print(f"{kind:10s} {rate['fps']:8.0f} frames/s   raw gymnasium just before {raw:8.0f}")
     report = {
         "env": f"{ENV.id} x{ENV.num_envs} (gymnasium sync vector env)",
         "policy": "rlrun default MLP actor 64x64, cpu, torch threads 1",
