@@ -1,34 +1,196 @@
-"""TorchRL collectors from the ``collector`` config group."""
+"""TorchRL collectors from the ``collector`` config group, and how each one gets the policy.
+
+``sync`` runs TorchRL's ``Collector`` in this process; ``multi_sync`` and ``async`` run
+``MultiSyncCollector`` / ``MultiAsyncCollector`` over ``num_workers`` spawned processes.
+
+``policy_copy`` says whether the collector may copy the policy (``rlrun/copying.py``):
+``auto`` copies only where a device move needs it and otherwise (or when the policy cannot be
+copied) runs it in place; ``always`` gives the collector its own copy, refreshed after every
+batch; ``never`` runs the policy in place. Worker processes need the policy pickled, or built
+by ``policy_factory``, which each worker calls; TorchRL's weight-sync scheme then sends them
+the trained weights. Everything is checked before a process starts: TorchRL 0.14.1 leaves the
+policy's parameters on the ``meta`` device when its own pickling fails.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+import functools
+import logging
+from collections.abc import Callable, Sequence
 
+import torch
 from omegaconf import DictConfig
+from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
-from torchrl.collectors import Collector
-from torchrl.envs import EnvBase
+from torchrl.collectors import BaseCollector, Collector, MultiAsyncCollector, MultiSyncCollector
+from torchrl.data import Composite, TensorSpec
+from torchrl.envs import EnvBase, Transform
+from torchrl.trainers import UpdateWeights
+from torchrl.weight_update import MultiProcessWeightSyncScheme
 
-from rlrun.errors import choose
+from rlrun.copying import COPYABLE_ATTR, copy_problem, declared_not_copyable
+from rlrun.envs import make_env
+from rlrun.errors import ConfigError, choose
+from rlrun.policies import build_policy
 
-KINDS = ("sync",)
+KINDS = {"sync": Collector, "multi_sync": MultiSyncCollector, "async": MultiAsyncCollector}
+POLICY_COPY = ("auto", "always", "never")
+log = logging.getLogger(__name__)
+
+
+def _worker_policy(
+    policy_cfg: DictConfig, observation_spec: Composite, action_spec: TensorSpec, device: str
+) -> TensorDictModule:
+    """Run in each worker process: build the policy there (its weights come by weight sync)."""
+    return build_policy(policy_cfg, observation_spec, action_spec, device).rollout_policy("collect")
+
+
+def _worker_env(env_cfg: DictConfig, device: str, transforms: Sequence[Transform]) -> EnvBase:
+    """Run in each worker process: the env plus the policy's own transforms (primers)."""
+    env = make_env(env_cfg, device)
+    for transform in transforms:
+        env.append_transform(transform.clone())
+    return env
+
+
+def _param_device(policy: torch.nn.Module) -> torch.device | None:
+    return next((p.device for p in policy.parameters()), None)
+
+
+def _sync_policy(cfg: DictConfig, policy: TensorDictModule, device: torch.device) -> dict:
+    """Policy and device arguments of a one-process ``Collector`` for ``policy_copy``."""
+    here = _param_device(policy)
+    move = here is not None and here != device
+    if cfg.policy_copy == "never":
+        if move:
+            raise ConfigError(
+                f"collector.policy_copy=never runs the policy in place, but its parameters are "
+                f"on {here} while collector.device={device} (from collector.device or the "
+                f"top-level device). Set collector.device={here}, or collector.policy_copy=auto."
+            )
+        return {"policy": policy, "device": device}
+    problem = copy_problem(policy, "deepcopy")
+    if cfg.policy_copy == "always":
+        if problem is not None:
+            raise ConfigError(
+                f"collector.policy_copy=always, but the policy cannot be copied: {problem}. "
+                "Use collector.policy_copy=auto or never to run it in place."
+            )
+        return {"policy": copy.deepcopy(policy).to(device), "device": device}
+    if problem is not None and declared_not_copyable(policy) is None:
+        log.warning(
+            "collector.policy_copy=auto: the policy cannot be copied (%s); rlrun runs it in "
+            "place%s. To silence this, set `%s = False` on its class or "
+            "collector.policy_copy=never.",
+            problem,
+            f" on {here}" if move else "",
+            COPYABLE_ATTR,
+        )
+    if move and problem is not None:  # in place on its own device: the data moves instead
+        return {
+            "policy": policy,
+            "env_device": device,
+            "storing_device": device,
+            "policy_device": here,
+        }
+    return {"policy": policy, "device": device}  # TorchRL copies only for a device move
+
+
+def _multi_policy(
+    cfg: DictConfig,
+    policy: TensorDictModule,
+    worker_factory: Callable[[], TensorDictModule] | None,
+) -> dict:
+    """Policy arguments of a multi-process collector: pickled, or built by each worker."""
+    if worker_factory is not None:
+        return {
+            "policy": policy,  # only read for the weights it sends; never pickled
+            "policy_factory": worker_factory,
+            "weight_sync_schemes": {"policy": MultiProcessWeightSyncScheme()},
+        }
+    hint = (
+        "Set collector.policy_factory to a function each worker calls to build its own policy "
+        "(same contract as policy._target_, e.g. collector.policy_factory='${policy._target_}'); "
+        "TorchRL then sends the workers the trained weights."
+    )
+    if cfg.policy_copy == "never":
+        raise ConfigError(
+            f"collector.policy_copy=never runs the policy in place, but collector={cfg.kind} "
+            f"runs it in {cfg.num_workers} worker processes. {hint}"
+        )
+    problem = copy_problem(policy, "pickle")
+    if problem is not None:
+        raise ConfigError(
+            f"collector={cfg.kind} pickles the policy into its {cfg.num_workers} worker "
+            f"processes, but it cannot be pickled: {problem}. {hint}"
+        )
+    return {"policy": policy}
 
 
 def make_collector(
     cfg: DictConfig,
-    create_env: Callable[[], EnvBase],
+    env: EnvBase,
     policy: TensorDictModule,
     total_frames: int,
     device: str,
-) -> Collector:
-    """Build the collector that feeds the Trainer ``frames_per_batch`` frames at a time."""
-    choose("collector.kind", cfg.kind, KINDS)
-    return Collector(
-        create_env(),
-        policy,
-        frames_per_batch=cfg.frames_per_batch,
-        total_frames=total_frames,
-        init_random_frames=cfg.init_random_frames,
-        device=cfg.device or device,
-        auto_register_policy_transforms=False,  # rlrun appends the policy's primers itself
+    *,
+    env_cfg: DictConfig,
+    policy_cfg: DictConfig,
+    policy_transforms: Sequence[Transform] = (),
+    seed: int = 0,
+) -> BaseCollector:
+    """Build the collector that feeds the Trainer ``frames_per_batch`` frames at a time.
+
+    ``env`` serves the one-process collector; worker processes build theirs from ``env_cfg``
+    (plus ``policy_transforms``) and, with ``policy_factory``, their policy from ``policy_cfg``.
+    """
+    kind = choose("collector.kind", cfg.kind, KINDS)
+    choose("collector.policy_copy", cfg.policy_copy, POLICY_COPY)
+    device = torch.device(cfg.device or device)
+    if device.type == "cuda" and device.index is None:  # compare equal to parameters' devices
+        device = torch.device("cuda", torch.cuda.current_device())
+    common = {
+        "frames_per_batch": cfg.frames_per_batch,
+        "total_frames": total_frames,
+        "init_random_frames": cfg.init_random_frames,
+        "auto_register_policy_transforms": False,  # rlrun appends the policy's primers itself
+    }
+    if kind == "sync":
+        return Collector(env, **_sync_policy(cfg, policy, device), **common)
+    if cfg.num_workers < 1:
+        raise ConfigError(f"collector.num_workers={cfg.num_workers} must be at least 1.")
+    worker_factory = None
+    if cfg.policy_factory:
+        factory_cfg = policy_cfg.copy()
+        factory_cfg._target_ = cfg.policy_factory
+        specs = (env.observation_spec, env.full_action_spec["action"])
+        worker_factory = functools.partial(_worker_policy, factory_cfg, *specs, str(device))
+        try:
+            worker_factory()  # a broken factory fails here, not silently in a worker process
+        except ImportError as err:
+            raise ConfigError(f"collector.policy_factory={cfg.policy_factory}: {err}") from None
+    make_worker_env = functools.partial(_worker_env, env_cfg, str(device), list(policy_transforms))
+    collector = KINDS[kind](
+        [make_worker_env] * cfg.num_workers,
+        **_multi_policy(cfg, policy, worker_factory),
+        device=device,
+        **common,
+    )
+    collector.set_seed(seed)
+    if worker_factory is not None:  # workers start from the trained policy's weights
+        collector.update_policy_weights_(TensorDict.from_module(policy).data)
+    return collector
+
+
+def runs_in_place(collector: BaseCollector, policy: torch.nn.Module) -> bool:
+    """Whether the collector runs ``policy`` itself rather than a copy or worker replicas."""
+    return isinstance(collector, Collector) and collector.policy is policy
+
+
+def weight_sync_hook(collector: BaseCollector, policy: torch.nn.Module) -> UpdateWeights:
+    """A Trainer hook (``post_steps``) pushing ``policy``'s trained weights to the collector's
+    copy or workers after every batch."""
+    return UpdateWeights(
+        collector, policy_weights_getter=lambda: TensorDict.from_module(policy).data
     )

@@ -49,7 +49,6 @@ class PolicyConfig:
     recurrent_mode: dict[str, bool] = field(
         default_factory=lambda: {"collect": False, "loss": True, "eval": False}
     )
-    copyable: bool = True
     compile: bool = False
 
 
@@ -111,7 +110,7 @@ class CollectorConfig:
     num_workers: int = 2
     device: str | None = None  # default: the top-level ``device``
     policy_copy: str = "auto"  # auto | always | never
-    policy_factory: Any = None  # a ``_target_`` the worker processes call to build the policy
+    policy_factory: str | None = None  # multi-process: a ``_target_`` each worker calls
 
 
 @dataclass

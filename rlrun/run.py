@@ -31,7 +31,8 @@ from rlrun.checkpoints import (
     load_checkpoint,
     trainer_checkpoint_kwargs,
 )
-from rlrun.collectors import make_collector
+from rlrun.collectors import make_collector, runs_in_place, weight_sync_hook
+from rlrun.copying import check_loss_trains_in_place
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError
 from rlrun.evaluation import Evaluator
@@ -128,9 +129,17 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
     for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
         env.append_transform(transform)
     algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch)
-    rollout_policy = ac.rollout_policy("collect")  # actor (+ recurrent critic) in step mode
+    policy = ac.rollout_policy("collect")  # actor (+ recurrent critic) in step mode
     collector = make_collector(
-        cfg.collector, lambda: env, rollout_policy, cfg.trainer.total_frames, str(device)
+        cfg.collector,
+        env,
+        policy,
+        cfg.trainer.total_frames,
+        str(device),
+        env_cfg=cfg.env,
+        policy_cfg=cfg.policy,
+        policy_transforms=ac.env_transforms(),  # fresh ones, for envs built in workers
+        seed=cfg.seed,
     )
     optim_kwargs = OmegaConf.to_container(cfg.optim, resolve=True)
     anneal_lr = optim_kwargs.pop("anneal_lr")
@@ -157,6 +166,10 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
     )
     for hook in [*algo.hooks, stats, LossLog()]:
         hook.register(trainer)
+    if runs_in_place(collector, policy):
+        check_loss_trains_in_place(algo.loss, policy)
+    else:
+        weight_sync_hook(collector, policy).register(trainer)
     if anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
     eval_env = eval_env_factory(cfg, ac, device)
