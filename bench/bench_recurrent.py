@@ -116,6 +116,7 @@ def main() -> None:
             "seeds": mlp,
         },
         "machine": f"{os.cpu_count()} CPU cores, {args.jobs} run(s) at once, 1 torch thread each",
+        "load_average_1m_at_end": round(os.getloadavg()[0], 1),  # a shared machine is slower
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
