@@ -155,6 +155,7 @@ def make_collector(
         "total_frames": total_frames,
         "init_random_frames": cfg.init_random_frames,
         "auto_register_policy_transforms": False,  # rlrun appends the policy's primers itself
+        "compile_policy": bool(policy_cfg.get("compile", False)) or None,  # torch.compile
     }
     if kind == "sync":
         return Collector(env, **_sync_policy(cfg, policy, device), **common)

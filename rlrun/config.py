@@ -49,7 +49,7 @@ class PolicyConfig:
     recurrent_mode: dict[str, bool] = field(
         default_factory=lambda: {"collect": False, "loss": True, "eval": False}
     )
-    compile: bool = False
+    compile: bool = False  # torch.compile the policy the collector steps (policy.compile=true)
 
 
 @dataclass
