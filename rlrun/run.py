@@ -21,6 +21,7 @@ from torchrl.envs import InitTracker
 from torchrl.trainers import Trainer
 
 from rlrun.algorithms import make_algorithm
+from rlrun.buffers import make_replay_buffer, make_replay_buffer_hook
 from rlrun.checkpoints import trainer_checkpoint_kwargs
 from rlrun.collectors import make_collector
 from rlrun.envs import make_env
@@ -108,11 +109,16 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         env.append_transform(primer)
     algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch)
     rollout_policy = ac.actor
+    if algo.exploration is not None:  # e.g. DQN's epsilon-greedy, only while collecting
+        rollout_policy = TensorDictSequential(ac.actor, algo.exploration)
     if ac.recurrent and ac.critic is not None:  # store the critic's hidden state too
         rollout_policy = TensorDictSequential(ac.actor, ac.critic)
     collector = make_collector(
         cfg.collector, lambda: env, rollout_policy, cfg.trainer.total_frames, str(device)
     )
+    replay_buffer = None
+    if algo.off_policy:
+        replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, device)
     optim_kwargs = OmegaConf.to_container(cfg.optim, resolve=True)
     anneal_lr = optim_kwargs.pop("anneal_lr")
     optim_kwargs.update(optim_kwargs.pop("kwargs"))
@@ -134,8 +140,12 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         progress_bar=cfg.trainer.progress_bar,
         log_interval=cfg.trainer.log_every_frames,
         auto_log_optim_steps=False,
+        replay_buffer=replay_buffer,  # registered in the checkpoint by the Trainer
+        target_net_updater=algo.target_updater,
         **trainer_checkpoint_kwargs(cfg.checkpoint, run_dir),
     )
+    if replay_buffer is not None:
+        make_replay_buffer_hook(replay_buffer, device).register(trainer)
     for hook in [*algo.hooks, stats, LossLog()]:
         hook.register(trainer)
     if anneal_lr:
