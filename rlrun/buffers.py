@@ -52,9 +52,12 @@ class PinnedReplayBuffer(TensorDictReplayBuffer):
         self, batch_size: int | None = None, return_info: bool = False, include_info=None
     ) -> TensorDictBase | tuple[TensorDictBase, dict]:
         data, info = super().sample(batch_size, return_info=True, include_info=include_info)
-        if self.pin:
-            data = data.pin_memory()
+        data = self.pin_sample(data)
         return (data, info) if return_info else data
+
+    def pin_sample(self, data: TensorDictBase) -> TensorDictBase:
+        """The last step of sampling: pin every tensor of the finished sample."""
+        return data.pin_memory() if self.pin else data
 
 
 class ReplayBufferHook(ReplayBufferTrainer):
@@ -167,10 +170,6 @@ def make_replay_buffer(
     cfg: DictConfig, run_dir: Path, train_device: torch.device
 ) -> PinnedReplayBuffer:
     """Storage, sampler, transforms (``_target_``, user classes allowed), prefetch and pinning."""
-    if cfg.size < cfg.batch_size:
-        raise ConfigError(
-            f"replay_buffer.size={cfg.size} is smaller than batch_size={cfg.batch_size}."
-        )
     device = str(train_device) if cfg.device == "auto" else cfg.device
     transforms = [instantiate(t) for t in cfg.transforms]
     return PinnedReplayBuffer(
