@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import run_dirs, run_rlrun, summary
-from test_buffers import DropDevice  # noqa: F401  (the transform the SAC run instantiates)
 
 QUIET = ["trainer.progress_bar=false", "checkpoint.every_frames=0"]
 # 3 batches of 128 frames, the first one random; a few optimisation steps per batch.
