@@ -89,6 +89,7 @@ def quiet_torchrl() -> None:
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     for message in (
         "The 'optimizer' hook stage",
+        "The 'post_loss' hook stage",  # ReplayBufferTrainer's priority updates
         "Nested TransformedEnvs",
         "total_frames .* is not exactly divisible",
     ):
