@@ -165,7 +165,7 @@ def _optim_steps(utd_ratio: float, frames_per_batch: int) -> int:
 
 
 def _target_updater(cfg: DictConfig, loss: LossModule) -> TargetNetUpdater:
-    kind = choose("algo.target_update", cfg.get("target_update", "soft"), ("hard", "soft"))
+    kind = choose("algo.target_update", cfg.target_update, ("hard", "soft"))
     if kind == "hard":
         return HardUpdate(loss, value_network_update_interval=cfg.target_update_period)
     return SoftUpdate(loss, tau=cfg.tau)
@@ -212,7 +212,8 @@ def _make_sac(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algori
         num_qvalue_nets=cfg.num_qvalue_nets,
         loss_function=cfg.loss_function,
         alpha_init=cfg.alpha_init,
-        action_spec=ac.actor.spec["action"],
+        # -|A|, from the last dim only: the spec carries the env batch dims too.
+        target_entropy=-float(ac.actor.spec["action"].shape[-1]),
         delay_qvalue=True,
     )
     loss.make_value_estimator(ValueEstimators.TD0, gamma=cfg.gamma)
