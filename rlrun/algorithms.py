@@ -12,17 +12,27 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
-from tensordict.nn import ProbabilisticTensorDictSequential
+from tensordict.nn import ProbabilisticTensorDictSequential, TensorDictModule
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
-from torchrl.objectives import ClipPPOLoss, LossModule
+from torchrl.modules import EGreedyModule
+from torchrl.objectives import (
+    ClipPPOLoss,
+    DQNLoss,
+    HardUpdate,
+    LossModule,
+    SACLoss,
+    SoftUpdate,
+    ValueEstimators,
+)
+from torchrl.objectives.utils import TargetNetUpdater
 from torchrl.objectives.value import GAE
-from torchrl.trainers import Trainer, TrainerHookBase
+from torchrl.trainers import TargetNetUpdaterHook, Trainer, TrainerHookBase
 
 from rlrun.errors import ConfigError, choose
 from rlrun.policies import ActorCritic
 
-ALGORITHMS = ("ppo",)
+ALGORITHMS = ("ppo", "dqn", "sac")
 SEQUENCE_ALGORITHMS = ("ppo",)  # those that train recurrent policies on whole sequences
 
 
@@ -35,6 +45,11 @@ class Algorithm:
     num_epochs: int = 1
     max_grad_norm: float | None = None
     hooks: list[TrainerHookBase] = field(default_factory=list)
+    # Off-policy: learn from the replay buffer, act through ``exploration`` appended to the actor
+    # in the collector, and step ``target_updater`` (saved in checkpoints by the Trainer).
+    off_policy: bool = False
+    exploration: TensorDictModule | None = None
+    target_updater: TargetNetUpdater | None = None
 
 
 def log_prob_error(
@@ -209,6 +224,109 @@ def _make_ppo(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algori
     )
 
 
+class TargetUpdate(TargetNetUpdaterHook):
+    """TorchRL's target-network hook, stepped after every optimisation step (its own
+    ``register`` steps it once per collected batch)."""
+
+    def register(self, trainer: Trainer, name: str = "target_update") -> None:
+        trainer.register_op("post_optim", self)
+
+
+class AnnealExploration(TrainerHookBase):
+    """Anneal an exploration module (``EGreedyModule.step``) by the frames of each batch."""
+
+    def __init__(self, module: EGreedyModule) -> None:
+        self.module = module
+
+    def anneal(self, batch: TensorDictBase) -> None:
+        self.module.step(batch.numel())
+
+    def log(self, batch: TensorDictBase) -> dict[str, Any]:
+        return {"train/epsilon": self.module.eps.item()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.module.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.module.load_state_dict(state_dict)
+
+    def register(self, trainer: Trainer, name: str = "exploration") -> None:
+        trainer.register_module(name, self)
+        trainer.register_op("batch_process", self.anneal)
+        trainer.register_op("pre_steps_log", self.log)
+
+
+def _optim_steps(utd_ratio: float, frames_per_batch: int) -> int:
+    """Update-to-data ratio (optimisation steps per collected frame) -> steps per batch."""
+    if utd_ratio <= 0:
+        raise ConfigError(f"algo.utd_ratio={utd_ratio} must be > 0 (e.g. 0.5, 1).")
+    return max(1, round(utd_ratio * frames_per_batch))
+
+
+def _target_updater(cfg: DictConfig, loss: LossModule) -> TargetNetUpdater:
+    kind = choose("algo.target_update", cfg.target_update, ("hard", "soft"))
+    if kind == "hard":
+        return HardUpdate(loss, value_network_update_interval=cfg.target_update_period)
+    return SoftUpdate(loss, tau=cfg.tau)
+
+
+def _make_dqn(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algorithm:
+    if ac.qvalue is None:
+        raise ConfigError(
+            "algo=dqn needs a Q-network: set policy._target_=rlrun.policies.make_qvalue_actor "
+            "(or start from +experiment=dqn)."
+        )
+    loss = DQNLoss(
+        ac.qvalue, loss_function=cfg.loss_function, delay_value=True, double_dqn=cfg.double_dqn
+    )
+    loss.make_value_estimator(ValueEstimators.TD0, gamma=cfg.gamma)
+    exploration = EGreedyModule(
+        ac.actor.spec["action"],
+        eps_init=float(cfg.eps_start),
+        eps_end=float(cfg.eps_end),
+        annealing_num_steps=cfg.eps_anneal_frames,
+        device=next(ac.qvalue.parameters()).device,
+    )
+    updater = _target_updater(cfg, loss)
+    return Algorithm(
+        loss=loss,
+        optim_steps_per_batch=_optim_steps(cfg.utd_ratio, frames_per_batch),
+        max_grad_norm=cfg.max_grad_norm,
+        hooks=[AnnealExploration(exploration), TargetUpdate(updater)],
+        off_policy=True,
+        exploration=exploration,
+        target_updater=updater,
+    )
+
+
+def _make_sac(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algorithm:
+    if ac.qvalue is None:
+        raise ConfigError(
+            "algo=sac needs a Q(s, a) network: set policy._target_=rlrun.policies."
+            "make_sac_networks (or start from +experiment=sac)."
+        )
+    loss = SACLoss(
+        ac.actor,
+        ac.qvalue,
+        num_qvalue_nets=cfg.num_qvalue_nets,
+        loss_function=cfg.loss_function,
+        alpha_init=cfg.alpha_init,
+        # -|A|, from the last dim only: the spec carries the env batch dims too.
+        target_entropy=-float(ac.actor.spec["action"].shape[-1]),
+        delay_qvalue=True,
+    )
+    loss.make_value_estimator(ValueEstimators.TD0, gamma=cfg.gamma)
+    updater = SoftUpdate(loss, tau=cfg.tau)
+    return Algorithm(
+        loss=loss,
+        optim_steps_per_batch=_optim_steps(cfg.utd_ratio, frames_per_batch),
+        max_grad_norm=cfg.max_grad_norm,
+        hooks=[TargetUpdate(updater)],
+        off_policy=True,
+        target_updater=updater,
+    )
+
+
 def make_algorithm(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algorithm:
     """Build the loss and its hooks for ``algo.name``."""
     name = choose("algo.name", cfg.name, ALGORITHMS)
@@ -217,4 +335,4 @@ def make_algorithm(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> A
             f"algo={name} cannot train a recurrent policy (policy.kind=lstm|gru); use "
             f"algo={' or algo='.join(SEQUENCE_ALGORITHMS)}, or policy=mlp."
         )
-    return {"ppo": _make_ppo}[name](cfg, ac, frames_per_batch)
+    return {"ppo": _make_ppo, "dqn": _make_dqn, "sac": _make_sac}[name](cfg, ac, frames_per_batch)

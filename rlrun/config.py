@@ -80,11 +80,11 @@ class DQNConfig:
     double_dqn: bool = True
     eps_start: float = 1.0
     eps_end: float = 0.05
-    eps_anneal_frames: int = 10000
+    eps_anneal_frames: int = 10000  # frames over which epsilon goes from eps_start to eps_end
     target_update: str = "hard"  # hard | soft
-    target_update_period: int = 500
-    tau: float = 0.005
-    utd_ratio: float = 1.0
+    target_update_period: int = 500  # hard: optimisation steps between target copies
+    tau: float = 0.005  # soft: target += tau * (online - target), every step
+    utd_ratio: float = 1.0  # optimisation steps per collected frame
     max_grad_norm: float = 10.0
 
 
@@ -94,9 +94,11 @@ class SACConfig:
 
     name: str = "sac"
     gamma: float = 0.99
-    tau: float = 0.005
-    alpha_init: float = 1.0
-    utd_ratio: float = 1.0
+    tau: float = 0.005  # soft target update: target += tau * (online - target), every step
+    alpha_init: float = 1.0  # initial entropy temperature (learned towards -|A| entropy)
+    num_qvalue_nets: int = 2  # twin Q
+    loss_function: str = "l2"  # Q regression: l2 | smooth_l1 | l1
+    utd_ratio: float = 1.0  # optimisation steps per collected frame
     max_grad_norm: float = 10.0
 
 
@@ -118,10 +120,12 @@ class ReplayBufferConfig:
     """Replay buffer (read by ``rlrun/buffers.py``)."""
 
     storage: str = "tensor"  # tensor | memmap
+    device: str = "cpu"  # where the storage lives: cpu | cuda | auto (the train device)
     size: int = 100000
     sampler: str = "random"  # random | prioritized | without_replacement | slice
-    alpha: float = 0.6
-    beta: float = 0.4
+    alpha: float = 0.6  # prioritized: priority exponent
+    beta: float = 0.4  # prioritized: importance-sampling exponent
+    slice_len: int = 8  # slice: steps per sampled sequence
     batch_size: int = 256
     prefetch: int | None = None
     pin_memory: str = "auto"  # auto | true | false

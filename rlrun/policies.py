@@ -30,6 +30,7 @@ from torchrl.modules import (
     LSTMModule,
     OneHotCategorical,
     ProbabilisticActor,
+    QValueActor,
     TanhNormal,
     set_recurrent_mode,
 )
@@ -235,3 +236,66 @@ def recurrent_modes(flags: dict[str, bool]) -> dict[str, bool]:
                 "step at a time (sequence mode would read the env batch as time); set it to false."
             )
     return modes
+
+
+def make_qvalue_actor(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (128, 128),
+    activation: str = "relu",
+    **_: object,
+) -> ActorCritic:
+    """DQN's network: an MLP of action values behind TorchRL's greedy ``QValueActor``.
+
+    Returned as ``ActorCritic(actor=q_actor, qvalue=q_actor)``: the actor acts greedily, the
+    loss trains the same module's values. Exploration is added by ``algo=dqn``.
+    """
+    choose("policy.activation", activation, ACTIVATIONS)
+    if action_spec.domain != "discrete":
+        raise ConfigError(
+            "policy._target_=rlrun.policies.make_qvalue_actor needs a discrete action space; "
+            "for continuous actions use +experiment=sac."
+        )
+    n_actions = action_spec.shape[-1] if isinstance(action_spec, OneHot) else action_spec.space.n
+    net = _mlp(observation_spec["observation"].shape[-1], int(n_actions), hidden_sizes, activation)
+    actor = QValueActor(net, in_keys=["observation"], spec=action_spec).to(device)
+    return ActorCritic(actor=actor, qvalue=actor)
+
+
+def make_sac_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    **_: object,
+) -> ActorCritic:
+    """SAC's networks: a TanhNormal actor scaled to the action bounds and one Q(s, a) network
+    (``algo=sac`` makes the twin copies)."""
+    choose("policy.activation", activation, ACTIVATIONS)
+    dist_cls, dist_kwargs, n_out = _distribution(action_spec)
+    if dist_cls is not TanhNormal:
+        raise ConfigError(
+            "policy._target_=rlrun.policies.make_sac_networks needs a continuous action space; "
+            "for discrete actions use +experiment=dqn."
+        )
+    obs_dim = observation_spec["observation"].shape[-1]
+    act_dim = action_spec.shape[-1]
+    body = nn.Sequential(_mlp(obs_dim, n_out, hidden_sizes, activation), NormalParamExtractor())
+    actor = ProbabilisticActor(
+        TensorDictModule(body, ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        spec=action_spec,
+        distribution_class=dist_cls,
+        distribution_kwargs=dist_kwargs,
+        return_log_prob=False,
+    ).to(device)
+    qvalue = TensorDictModule(  # torchrl's MLP concatenates its inputs
+        _mlp(obs_dim + act_dim, 1, hidden_sizes, activation),
+        ["observation", "action"],
+        ["state_action_value"],
+    ).to(device)
+    return ActorCritic(actor=actor, qvalue=qvalue)

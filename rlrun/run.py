@@ -21,10 +21,12 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from tensordict.nn import TensorDictSequential
 from torchrl.envs import EnvBase
 from torchrl.trainers import Trainer
 
 from rlrun.algorithms import make_algorithm
+from rlrun.buffers import make_replay_buffer, make_replay_buffer_hook
 from rlrun.checkpoints import (
     SnapshotSaver,
     find_checkpoint,
@@ -111,6 +113,7 @@ def quiet_torchrl() -> None:
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     for message in (
         "The 'optimizer' hook stage",
+        "The 'post_loss' hook stage",  # ReplayBufferTrainer's priority updates
         "Nested TransformedEnvs",
         "total_frames .* is not exactly divisible",
     ):
@@ -130,6 +133,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         env.append_transform(transform)
     algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch)
     policy = ac.rollout_policy("collect")  # actor (+ recurrent critic) in step mode
+    if algo.exploration is not None:  # e.g. DQN's epsilon-greedy, only while collecting
+        policy = TensorDictSequential(policy, algo.exploration)
     collector = make_collector(
         cfg.collector,
         env,
@@ -141,6 +146,9 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         policy_transforms=ac.env_transforms(),  # fresh ones, for envs built in workers
         seed=cfg.seed,
     )
+    replay_buffer = None
+    if algo.off_policy:
+        replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, device)
     optim_kwargs = OmegaConf.to_container(cfg.optim, resolve=True)
     anneal_lr = optim_kwargs.pop("anneal_lr")
     optim_kwargs.update(optim_kwargs.pop("kwargs"))
@@ -162,8 +170,12 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         progress_bar=cfg.trainer.progress_bar,
         log_interval=cfg.trainer.log_every_frames,
         auto_log_optim_steps=False,
+        replay_buffer=replay_buffer,  # registered in the checkpoint by the Trainer
+        target_net_updater=algo.target_updater,
         **trainer_checkpoint_kwargs(cfg, run_dir),
     )
+    if replay_buffer is not None:
+        make_replay_buffer_hook(replay_buffer, device).register(trainer)
     for hook in [*algo.hooks, stats, LossLog()]:
         hook.register(trainer)
     if runs_in_place(collector, policy):

@@ -1,0 +1,187 @@
+"""Replay buffers from the ``replay_buffer`` config group, and the Trainer hook that feeds them.
+
+Pinned memory is done here rather than by TorchRL's ``pin_memory=True``, which pins inside
+``_sample`` only when the transform's output declares ``device="cpu"`` (a transform that
+returns ``device=None`` silently turns it off), before the info keys (``index``, ``_weight``)
+are written, and which raises on a CPU-only build. :class:`PinnedReplayBuffer` pins the whole
+sample after the transform chain and the info keys; :class:`ReplayBufferHook` then moves it to
+the train device with ``non_blocking=True``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from tensordict import TensorDictBase
+from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
+from torchrl.data.replay_buffers import (
+    PrioritizedSampler,
+    RandomSampler,
+    Sampler,
+    SamplerWithoutReplacement,
+    SliceSampler,
+)
+from torchrl.data.replay_buffers.samplers import prioritized as _prioritized
+from torchrl.envs import Compose
+from torchrl.trainers import ReplayBufferTrainer
+
+from rlrun.errors import ConfigError, choose
+
+STORAGES = ("tensor", "memmap")
+SAMPLERS = ("random", "prioritized", "without_replacement", "slice")
+PIN_CHOICES = ("auto", "true", "false")
+TRAJ_KEY = ("collector", "traj_ids")  # written by TorchRL collectors; the slice sampler's key
+
+_warned_no_cuda = False
+
+
+class PinnedReplayBuffer(TensorDictReplayBuffer):
+    """A TensorDictReplayBuffer whose samples are pinned as a last step, whatever device the
+    transforms' output declares, info keys included."""
+
+    def __init__(self, *, pin: bool, **kwargs: Any) -> None:
+        super().__init__(pin_memory=False, **kwargs)
+        self.pin = pin
+
+    def sample(
+        self, batch_size: int | None = None, return_info: bool = False, include_info=None
+    ) -> TensorDictBase | tuple[TensorDictBase, dict]:
+        data, info = super().sample(batch_size, return_info=True, include_info=include_info)
+        data = self.pin_sample(data)
+        return (data, info) if return_info else data
+
+    def pin_sample(self, data: TensorDictBase) -> TensorDictBase:
+        """The last step of sampling: pin every tensor of the finished sample."""
+        return data.pin_memory() if self.pin else data
+
+
+class ReplayBufferHook(ReplayBufferTrainer):
+    """TorchRL's replay-buffer hook (extend on ``batch_process``, sample on
+    ``process_optim_batch``, priorities on ``post_loss``) with a non-blocking move of the
+    (pinned) sample to the train device."""
+
+    def extend(self, batch: TensorDictBase) -> TensorDictBase:
+        # TorchRL's flattening also sets ``truncated`` on every step of a [env, time] batch.
+        self.replay_buffer.extend(batch.reshape(-1))
+        return batch
+
+    def sample(self, batch: TensorDictBase) -> TensorDictBase:
+        sample = self.replay_buffer.sample(batch_size=self.batch_size)
+        return sample.to(self.device, non_blocking=True) if self.device is not None else sample
+
+
+class _FlatTree:
+    """Pure-torch stand-in for TorchRL's C++ sum/min segment trees, with the same interface.
+
+    TorchRL 0.14.1's C++ extension does not load against torch 2.13 (undefined symbol), which
+    leaves ``PrioritizedSampler`` without trees. Queries here are O(capacity) tensor ops, fast
+    enough for buffers of a few 100k transitions.
+    """
+
+    def __init__(self, capacity: int, op: str, dtype: torch.dtype, device=None) -> None:
+        self.op = op
+        fill = 0.0 if op == "sum" else float("inf")
+        self.values = torch.full((capacity,), fill, dtype=dtype, device=device)
+
+    def __getitem__(self, index) -> torch.Tensor:
+        return self.values[torch.as_tensor(index, device=self.values.device)]
+
+    def __setitem__(self, index, value) -> None:
+        index = torch.as_tensor(index, dtype=torch.long, device=self.values.device)
+        self.values[index] = torch.as_tensor(value, dtype=self.values.dtype).to(self.values)
+
+    def query(self, start, end) -> torch.Tensor:
+        values = self.values[int(start) : int(end)]
+        return values.sum() if self.op == "sum" else values.min()
+
+    def scan_lower_bound(self, mass) -> torch.Tensor:
+        """Smallest index whose inclusive prefix sum reaches ``mass``."""
+        mass = torch.as_tensor(mass, dtype=self.values.dtype, device=self.values.device)
+        return torch.searchsorted(self.values.cumsum(0), mass)
+
+
+class PrioritizedSamplerTorch(PrioritizedSampler):
+    """TorchRL's ``PrioritizedSampler`` (priority updates, IS weights, checkpoints), on
+    :class:`_FlatTree` when TorchRL's C++ segment trees are unavailable."""
+
+    def _init(self) -> None:
+        if _prioritized.SumSegmentTreeFp32 is not None:
+            return super()._init()
+        device = self._device
+        self._sum_tree = _FlatTree(self._max_capacity, "sum", self.dtype, device)
+        self._min_tree = _FlatTree(self._max_capacity, "min", self.dtype, device)
+        self._max_priority = None
+
+
+def resolve_pin_memory(value: object, train_device: torch.device, storage_device: str) -> bool:
+    """``auto``: pin when training on CUDA from a CPU storage. ``true`` without CUDA: warn once,
+    go on unpinned (TorchRL would raise at the first sample)."""
+    global _warned_no_cuda
+    choice = choose("replay_buffer.pin_memory", str(value).lower(), PIN_CHOICES)
+    if torch.device(storage_device).type != "cpu":
+        return False  # samples already live on the accelerator
+    if choice == "auto":
+        return train_device.type == "cuda"
+    if choice == "true" and not torch.cuda.is_available():
+        if not _warned_no_cuda:
+            warnings.warn(
+                "replay_buffer.pin_memory=true but CUDA is not available: samples are not pinned.",
+                stacklevel=2,
+            )
+            _warned_no_cuda = True
+        return False
+    return choice == "true"
+
+
+def _sampler(cfg: DictConfig) -> Sampler:
+    name = choose("replay_buffer.sampler", cfg.sampler, SAMPLERS)
+    if name == "prioritized":
+        return PrioritizedSamplerTorch(max_capacity=cfg.size, alpha=cfg.alpha, beta=cfg.beta)
+    if name == "without_replacement":
+        return SamplerWithoutReplacement(drop_last=False)
+    if name == "slice":
+        if cfg.batch_size % cfg.slice_len:
+            raise ConfigError(
+                f"replay_buffer.slice_len={cfg.slice_len} must divide "
+                f"replay_buffer.batch_size={cfg.batch_size}."
+            )
+        return SliceSampler(slice_len=cfg.slice_len, traj_key=TRAJ_KEY, strict_length=False)
+    return RandomSampler()
+
+
+def _storage(cfg: DictConfig, run_dir: Path, device: str):
+    name = choose("replay_buffer.storage", cfg.storage, STORAGES)
+    if name == "memmap":
+        if torch.device(device).type != "cpu":
+            raise ConfigError(
+                f"replay_buffer.device={device} with storage=memmap: memmap storage lives on "
+                "disk; use replay_buffer.device=cpu or storage=tensor."
+            )
+        return LazyMemmapStorage(cfg.size, scratch_dir=run_dir / "replay_buffer", device="cpu")
+    return LazyTensorStorage(cfg.size, device=device)
+
+
+def make_replay_buffer(
+    cfg: DictConfig, run_dir: Path, train_device: torch.device
+) -> PinnedReplayBuffer:
+    """Storage, sampler, transforms (``_target_``, user classes allowed), prefetch and pinning."""
+    device = str(train_device) if cfg.device == "auto" else cfg.device
+    transforms = [instantiate(t) for t in cfg.transforms]
+    return PinnedReplayBuffer(
+        pin=resolve_pin_memory(cfg.pin_memory, train_device, device),
+        storage=_storage(cfg, run_dir, device),
+        sampler=_sampler(cfg),
+        batch_size=cfg.batch_size,
+        prefetch=cfg.prefetch or None,
+        transform=Compose(*transforms) if transforms else None,
+    )
+
+
+def make_replay_buffer_hook(rb: PinnedReplayBuffer, train_device: torch.device) -> ReplayBufferHook:
+    """The Trainer hook: flat transitions in, samples on the train device out."""
+    return ReplayBufferHook(rb, device=train_device)

@@ -1,0 +1,156 @@
+"""Replay buffers from config: pinning after the transforms, prioritized sampling, samplers."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from tensordict import TensorDict, TensorDictBase
+
+from rlrun import buffers
+from rlrun.buffers import PinnedReplayBuffer, make_replay_buffer, make_replay_buffer_hook
+from rlrun.config import ReplayBufferConfig
+from rlrun.errors import ConfigError
+
+N = 64
+
+
+class DropDevice:
+    """A user transform that rebuilds the sample with ``device=None`` and adds a key."""
+
+    def __call__(self, td: TensorDictBase) -> TensorDict:
+        out = TensorDict(dict(td.items()), batch_size=td.batch_size, device=None)
+        out["obs_scaled"] = td["observation"] * 2
+        return out
+
+
+def rb_cfg(**overrides) -> OmegaConf:
+    base = {"size": N, "batch_size": 16}
+    return OmegaConf.merge(OmegaConf.structured(ReplayBufferConfig), {**base, **overrides})
+
+
+def transitions(n: int = N) -> TensorDict:
+    return TensorDict(
+        {
+            "observation": torch.arange(n, dtype=torch.float32).unsqueeze(-1),
+            "next": {"reward": torch.zeros(n, 1)},
+        },
+        batch_size=[n],
+    )
+
+
+def leaves(td: TensorDictBase) -> list[torch.Tensor]:
+    return list(td.values(include_nested=True, leaves_only=True))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_samples_pinned_after_device_none_transform(tmp_path: Path) -> None:
+    cfg = rb_cfg(
+        pin_memory="true",
+        sampler="prioritized",
+        transforms=[{"_target_": f"{__name__}.DropDevice"}],
+    )
+    rb = make_replay_buffer(cfg, tmp_path, torch.device("cuda"))
+    rb.extend(transitions())
+    sample = rb.sample()
+    assert "obs_scaled" in sample.keys()
+    assert all(t.is_pinned() for t in leaves(sample)), "every tensor, info keys included"
+    moved = make_replay_buffer_hook(rb, torch.device("cuda")).sample(None)
+    assert all(t.device.type == "cuda" for t in leaves(moved))
+    torch.testing.assert_close(moved["obs_scaled"], moved["observation"] * 2)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only fallback")
+def test_pin_true_without_cuda_warns_once_and_samples(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(buffers, "_warned_no_cuda", False)
+    cfg = rb_cfg(pin_memory="true", transforms=[{"_target_": f"{__name__}.DropDevice"}])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rbs = [make_replay_buffer(cfg, tmp_path, torch.device("cpu")) for _ in range(2)]
+    assert sum("pin_memory=true" in str(w.message) for w in caught) == 1
+    for rb in rbs:
+        assert rb.pin is False
+        rb.extend(transitions())
+        sample = rb.sample()  # TorchRL's own pin_memory=True raises here on a CPU-only build
+        torch.testing.assert_close(sample["obs_scaled"], sample["observation"] * 2)
+
+
+def test_pin_auto_follows_train_device() -> None:
+    assert buffers.resolve_pin_memory("auto", torch.device("cpu"), "cpu") is False
+    assert buffers.resolve_pin_memory("auto", torch.device("cuda"), "cpu") is True
+    assert buffers.resolve_pin_memory("False", torch.device("cuda"), "cpu") is False
+    assert buffers.resolve_pin_memory("true", torch.device("cuda"), "cuda") is False
+    with pytest.raises(ConfigError, match="replay_buffer.pin_memory=yes"):
+        buffers.resolve_pin_memory("yes", torch.device("cpu"), "cpu")
+
+
+class RecordPinInput(PinnedReplayBuffer):
+    """Keeps what the pinning step received (a probe, not a replacement: it calls through)."""
+
+    def pin_sample(self, data: TensorDictBase) -> TensorDictBase:
+        self.pin_input = data
+        return super().pin_sample(data)
+
+
+def test_pinning_step_sees_the_transformed_sample() -> None:
+    from torchrl.data import LazyTensorStorage
+
+    rb = RecordPinInput(
+        pin=False, storage=LazyTensorStorage(N), batch_size=16, transform=DropDevice()
+    )
+    rb.extend(transitions())
+    sample = rb.sample()
+    seen = rb.pin_input
+    assert seen is sample
+    assert seen.device is None  # the transform's own output, not the storage's cpu sample
+    assert "obs_scaled" in seen.keys() and "index" in seen.keys()  # after transforms and info
+
+
+def test_prioritized_updates_priorities_and_favours_high_error(tmp_path) -> None:
+    rb = make_replay_buffer(
+        rb_cfg(sampler="prioritized", batch_size=512), tmp_path, torch.device("cpu")
+    )
+    rb.extend(transitions())
+    hook = make_replay_buffer_hook(rb, torch.device("cpu"))
+    before = rb.sampler._sum_tree[torch.arange(N)].clone()
+    sample = hook.sample(None)
+    counts_before = torch.bincount(sample["index"], minlength=N)
+    sample["td_error"] = torch.where(sample["index"] == 7, 100.0, 0.01)  # what a loss writes
+    hook.update_priority(sample)
+    after = rb.sampler._sum_tree[torch.arange(N)]
+    assert after[7] > before[7] and after[8] < before[8]
+    counts = torch.bincount(hook.sample(None)["index"], minlength=N)
+    assert counts[7] > 0.5 * counts.sum() > counts_before[7]
+    assert "priority_weight" in sample.keys()  # importance weights for the loss
+
+
+def test_slice_sampler_keeps_each_slice_in_one_trajectory(tmp_path) -> None:
+    rb = make_replay_buffer(rb_cfg(sampler="slice", slice_len=4), tmp_path, torch.device("cpu"))
+    data = transitions()
+    data["collector", "traj_ids"] = torch.arange(N) // 8  # 8 trajectories of 8 steps
+    rb.extend(data)
+    slices = rb.sample().reshape(4, 4)
+    ids = slices["collector", "traj_ids"]
+    assert (ids == ids[:, :1]).all()
+
+
+def test_memmap_storage_lives_under_run_folder(tmp_path) -> None:
+    rb = make_replay_buffer(rb_cfg(storage="memmap"), tmp_path, torch.device("cpu"))
+    rb.extend(transitions())
+    assert list((tmp_path / "replay_buffer").rglob("*.memmap"))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"sampler": "prio"}, "replay_buffer.sampler=prio is not valid"),
+        ({"storage": "disk"}, "replay_buffer.storage=disk is not valid"),
+        ({"sampler": "slice", "slice_len": 5}, "slice_len=5 must divide"),
+    ],
+)
+def test_bad_config_names_the_key(tmp_path, overrides, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        make_replay_buffer(rb_cfg(**overrides), tmp_path, torch.device("cpu"))

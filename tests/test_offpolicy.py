@@ -1,0 +1,131 @@
+"""DQN and SAC through the real ``rlrun`` console script: tiny runs, run-folder contents, errors,
+and short learning checks with fixed seeds."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import run_dirs, run_rlrun, summary
+
+QUIET = ["trainer.progress_bar=false", "checkpoint.every_frames=0"]
+# 3 batches of 128 frames, the first one random; a few optimisation steps per batch.
+DQN_TINY = [
+    *QUIET,
+    "trainer.total_frames=384",
+    "collector.frames_per_batch=128",
+    "collector.init_random_frames=128",
+    "algo.utd_ratio=0.05",
+]
+SAC_TINY = [
+    *QUIET,
+    "trainer.total_frames=300",
+    "collector.frames_per_batch=100",
+    "collector.init_random_frames=100",
+    "algo.utd_ratio=0.05",
+    "policy.hidden_sizes=[32,32]",
+]
+TESTS_DIR = str(Path(__file__).parent)
+
+
+def scalars(run_dir: Path, name: str) -> list[tuple[int, float]]:
+    with (run_dir / "csv" / "scalars" / "train" / f"{name}.csv").open() as f:
+        return [(int(float(step)), float(value)) for step, value in csv.reader(f)]
+
+
+def checkpoint_components(run_dir: Path) -> set[str]:
+    (ckpt,) = (run_dir / "checkpoints").iterdir()
+    return {p.name.split("-", 1)[1] for p in (ckpt / "components").iterdir()}
+
+
+def test_dqn_prioritized_tiny_run(workdir: Path) -> None:
+    run_rlrun(
+        "+experiment=dqn",
+        "replay_buffer.size=200000",
+        "replay_buffer.sampler=prioritized",
+        *DQN_TINY,
+        cwd=workdir,
+    )
+    (run_dir,) = run_dirs(workdir)
+    assert summary(run_dir)["status"] == "completed"
+    assert summary(run_dir)["frames"] == 384
+    eps = [v for _, v in scalars(run_dir, "epsilon")]
+    assert eps[0] > eps[-1] and eps[0] <= 1.0  # annealed over frames
+    assert scalars(run_dir, "optim_steps")[-1][1] > 0  # learning started after the random frames
+    assert {"replay_buffer", "target_updater", "trainer_module.exploration"} <= (
+        checkpoint_components(run_dir)
+    )
+
+
+def test_sac_memmap_pinned_transforms_tiny_run(workdir: Path) -> None:
+    tmp = workdir / "tmpdir"
+    tmp.mkdir()
+    env = {
+        "TMPDIR": str(tmp),
+        "PYTHONPATH": os.pathsep.join([TESTS_DIR, os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = run_rlrun(
+        "+experiment=sac",
+        "replay_buffer.storage=memmap",
+        "replay_buffer.prefetch=2",
+        "replay_buffer.pin_memory=true",
+        "replay_buffer.transforms=[{_target_: test_buffers.DropDevice}]",
+        *SAC_TINY,
+        cwd=workdir,
+        env=env,
+    )
+    (run_dir,) = run_dirs(workdir)
+    assert summary(run_dir)["status"] == "completed"
+    assert list((run_dir / "replay_buffer").rglob("*.memmap")), "memmap storage in the run folder"
+    assert not [p for p in tmp.rglob("*") if p.is_file()], "nothing written to TMPDIR"
+    assert sorted(p.name for p in workdir.iterdir()) == ["outputs", "tmpdir"]
+    assert "replay_buffer" in checkpoint_components(run_dir)
+    warned = proc.stderr.count("replay_buffer.pin_memory=true but CUDA is not available")
+    assert warned == (0 if torch.cuda.is_available() else 1)
+
+
+def test_dqn_needs_a_q_network(workdir: Path) -> None:
+    proc = run_rlrun("algo=dqn", *DQN_TINY, cwd=workdir, check=False)
+    assert proc.returncode == 2
+    assert "algo=dqn needs a Q-network" in proc.stderr
+    assert "make_qvalue_actor" in proc.stderr
+
+
+def late_return(run_dir: Path, last: int) -> float:
+    returns = [r for _, r in scalars(run_dir, "episode_return")[-last:]]
+    return sum(returns) / len(returns)
+
+
+@pytest.mark.slow
+def test_dqn_learns_cartpole(workdir: Path) -> None:
+    run_rlrun(
+        "+experiment=dqn",
+        "seed=0",
+        *QUIET,
+        "checkpoint.backend=none",
+        "trainer.total_frames=20480",
+        "collector.init_random_frames=1000",
+        cwd=workdir,
+        timeout=1800,
+    )
+    (run_dir,) = run_dirs(workdir)
+    assert late_return(run_dir, 5) > 40  # a random policy averages about 22
+
+
+@pytest.mark.slow
+def test_sac_learns_pendulum(workdir: Path) -> None:
+    run_rlrun(
+        "+experiment=sac",
+        "seed=0",
+        *QUIET,
+        "checkpoint.backend=none",
+        "trainer.total_frames=6000",
+        "policy.hidden_sizes=[64,64]",
+        cwd=workdir,
+        timeout=1800,
+    )
+    (run_dir,) = run_dirs(workdir)
+    assert late_return(run_dir, 3) > -1000  # a random policy averages about -1200 to -1500
