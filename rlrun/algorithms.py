@@ -89,6 +89,7 @@ class PPOMinibatcher(TrainerHookBase):
         frames_per_batch: int,
         sequence_length: int | None,
         logprob_check_tol: float,
+        fresh_batches: bool = True,
     ) -> None:
         self.advantage = advantage
         self.loss = loss
@@ -96,6 +97,9 @@ class PPOMinibatcher(TrainerHookBase):
         self.minibatch_size = minibatch_size
         self.sequence_length = sequence_length
         self.tol = logprob_check_tol
+        # Stop on a mismatch only where one means a broken replay: a recurrent policy fed batches
+        # collected with the current weights (an async collector's batches are a step stale).
+        self.guard = ac.recurrent and fresh_batches
         self.frames_per_batch = frames_per_batch
         self.check: dict[str, float] = {}
         self.buffer: TensorDictReplayBuffer | None = None  # sized by the first batch's layout
@@ -142,7 +146,7 @@ class PPOMinibatcher(TrainerHookBase):
     def check_log_probs(self, data: TensorDictBase) -> None:
         with self.ac.scope("loss"):
             self.check = log_prob_error(self.loss.actor_network, data, self.loss.tensor_keys)
-        if not self.check["logprob_error_mean"] <= self.tol:
+        if self.guard and not self.check["logprob_error_mean"] <= self.tol:
             raise ConfigError(
                 "log-probs recomputed before the first update differ from the collected ones "
                 f"(mean |log ratio| {self.check['logprob_error_mean']:.3g} > "
@@ -168,7 +172,9 @@ class PPOMinibatcher(TrainerHookBase):
         trainer.register_op("pre_steps_log", self.log)
 
 
-def _make_ppo(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algorithm:
+def _make_ppo(
+    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, fresh_batches: bool
+) -> Algorithm:
     if ac.critic is None:
         raise ConfigError("algo=ppo needs a critic: the policy factory returned critic=None.")
     if cfg.minibatch_size > frames_per_batch or frames_per_batch % cfg.minibatch_size:
@@ -214,6 +220,7 @@ def _make_ppo(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algori
         frames_per_batch,
         cfg.sequence_length,
         cfg.logprob_check_tol,
+        fresh_batches,
     )
     return Algorithm(
         loss=loss,
@@ -327,12 +334,17 @@ def _make_sac(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algori
     )
 
 
-def make_algorithm(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algorithm:
-    """Build the loss and its hooks for ``algo.name``."""
+def make_algorithm(
+    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, fresh_batches: bool = True
+) -> Algorithm:
+    """Build the loss and its hooks for ``algo.name``. ``fresh_batches``: every batch is
+    collected with the weights of the previous update (false for an async collector)."""
     name = choose("algo.name", cfg.name, ALGORITHMS)
     if ac.recurrent and name not in SEQUENCE_ALGORITHMS:
         raise ConfigError(
             f"algo={name} cannot train a recurrent policy (policy.kind=lstm|gru); use "
             f"algo={' or algo='.join(SEQUENCE_ALGORITHMS)}, or policy=mlp."
         )
-    return {"ppo": _make_ppo, "dqn": _make_dqn, "sac": _make_sac}[name](cfg, ac, frames_per_batch)
+    if name == "ppo":
+        return _make_ppo(cfg, ac, frames_per_batch, fresh_batches)
+    return {"dqn": _make_dqn, "sac": _make_sac}[name](cfg, ac, frames_per_batch)

@@ -131,7 +131,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
     ac = build_policy(cfg.policy, env.observation_spec, env.full_action_spec["action"], device)
     for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
         env.append_transform(transform)
-    algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch)
+    fresh = cfg.collector.kind != "async"  # async batches come from the previous weights
+    algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch, fresh_batches=fresh)
     policy = ac.rollout_policy("collect")  # actor (+ recurrent critic) in step mode
     if algo.exploration is not None:  # e.g. DQN's epsilon-greedy, only while collecting
         policy = TensorDictSequential(policy, algo.exploration)
