@@ -51,14 +51,16 @@ Hydra's own options: rlrun --hydra-help.  Full tracebacks: HYDRA_FULL_ERROR=1.
 
 def _help_text() -> str:
     """List the shipped config groups from the package's conf tree (fast: no composition)."""
+    root = files("rlrun.conf")
+    groups = [g for g in root.iterdir() if g.is_dir() and not g.name.startswith("_")]
+    groups += [g for g in root.joinpath("hydra").iterdir() if g.is_dir()]
     lines = []
-    for group in sorted((g for g in files("rlrun.conf").iterdir() if g.is_dir()), key=str):
-        if group.name.startswith("_"):
-            continue
+    for group in groups:
         options = sorted(f.name[:-5] for f in group.iterdir() if f.name.endswith(".yaml"))
+        name = f"hydra/{group.name}" if group.parent.name == "hydra" else group.name
         if options:
-            lines.append(f"  {group.name + ':':15s} {', '.join(options)}")
-    return HELP.format(groups="\n".join(lines) + "\n")
+            lines.append(f"  {name + ':':17s} {', '.join(options)}")
+    return HELP.format(groups="\n".join(sorted(lines)) + "\n")
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
