@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from rlrun.collectors import make_collector, rollout_policy
+from rlrun.collectors import make_collector
 from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
 from rlrun.envs import make_env
 from rlrun.policies import build_policy
@@ -64,7 +64,7 @@ def collector_rate(kind: str, frames: int, frames_per_batch: int, num_workers: i
     total = frames + frames_per_batch
     t0 = time.perf_counter()
     collector = make_collector(
-        cfg, env, rollout_policy(ac), total, "cpu", env_cfg=env_cfg, policy_cfg=policy_cfg
+        cfg, env, ac.rollout_policy(), total, "cpu", env_cfg=env_cfg, policy_cfg=policy_cfg
     )
     batches = iter(collector)
     next(batches)  # first batch: workers started and warm

@@ -16,6 +16,14 @@ from common import RESULTS, machine
 HERE = Path(__file__).resolve().parent
 
 
+def section(result: Path) -> str:
+    """A script's own table (<name>.md) if it wrote one, else its JSON figures as they are."""
+    table = result.with_suffix(".md")
+    if table.exists():
+        return table.read_text()
+    return f"### {result.stem}\n\n```json\n{result.read_text().strip()}\n```\n"
+
+
 def main() -> int:
     wanted = set(sys.argv[1:])
     scripts = sorted(p for p in HERE.glob("bench_*.py") if not wanted or p.stem in wanted)
@@ -26,7 +34,7 @@ def main() -> int:
         if subprocess.run([sys.executable, str(script)]).returncode != 0:
             failed.append(script.name)
         print(f"   {time.perf_counter() - start:.0f} s", flush=True)
-    tables = [p.read_text() for p in sorted(RESULTS.glob("*.md")) if p.name != "RESULTS.md"]
+    tables = [section(p) for p in sorted(RESULTS.glob("*.json"))]
     header = f"# Benchmark results\n\nMeasured by `make bench` on {machine()}.\n\n"
     (RESULTS / "RESULTS.md").write_text(header + "\n".join(tables))
     print(f"wrote {RESULTS / 'RESULTS.md'}")
