@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -43,6 +44,12 @@ def run_rlrun(
 def run_dirs(root: Path) -> list[Path]:
     """Run folders (those holding summary.json) under ``root/outputs``, oldest first."""
     return sorted(p.parent for p in (root / "outputs").rglob("summary.json"))
+
+
+def series(run_dir: Path, name: str) -> list[tuple[int, float]]:
+    """A ``train/<name>`` metric read back from the run's CSV logger: (frames, value) rows."""
+    with (run_dir / "csv" / "scalars" / "train" / f"{name}.csv").open() as f:
+        return [(int(float(step)), float(value)) for step, value in csv.reader(f)]
 
 
 def summary(run_dir: Path) -> dict:

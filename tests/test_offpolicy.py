@@ -3,13 +3,12 @@ and short learning checks with fixed seeds."""
 
 from __future__ import annotations
 
-import csv
 import os
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import run_dirs, run_rlrun, summary
+from conftest import run_dirs, run_rlrun, series, summary
 
 QUIET = ["trainer.progress_bar=false", "checkpoint.every_frames=0"]
 # 3 batches of 128 frames, the first one random; a few optimisation steps per batch.
@@ -31,11 +30,6 @@ SAC_TINY = [
 TESTS_DIR = str(Path(__file__).parent)
 
 
-def scalars(run_dir: Path, name: str) -> list[tuple[int, float]]:
-    with (run_dir / "csv" / "scalars" / "train" / f"{name}.csv").open() as f:
-        return [(int(float(step)), float(value)) for step, value in csv.reader(f)]
-
-
 def checkpoint_components(run_dir: Path) -> set[str]:
     (ckpt,) = (run_dir / "checkpoints").iterdir()
     return {p.name.split("-", 1)[1] for p in (ckpt / "components").iterdir()}
@@ -52,9 +46,9 @@ def test_dqn_prioritized_tiny_run(workdir: Path) -> None:
     (run_dir,) = run_dirs(workdir)
     assert summary(run_dir)["status"] == "completed"
     assert summary(run_dir)["frames"] == 384
-    eps = [v for _, v in scalars(run_dir, "epsilon")]
+    eps = [v for _, v in series(run_dir, "epsilon")]
     assert eps[0] > eps[-1] and eps[0] <= 1.0  # annealed over frames
-    assert scalars(run_dir, "optim_steps")[-1][1] > 0  # learning started after the random frames
+    assert series(run_dir, "optim_steps")[-1][1] > 0  # learning started after the random frames
     assert {"replay_buffer", "target_updater", "trainer_module.exploration"} <= (
         checkpoint_components(run_dir)
     )
@@ -95,7 +89,7 @@ def test_dqn_needs_a_q_network(workdir: Path) -> None:
 
 
 def late_return(run_dir: Path, last: int) -> float:
-    returns = [r for _, r in scalars(run_dir, "episode_return")[-last:]]
+    returns = [r for _, r in series(run_dir, "episode_return")[-last:]]
     return sum(returns) / len(returns)
 
 

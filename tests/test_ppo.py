@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-import csv
-
 import pytest
-from conftest import TINY, run_dirs, run_rlrun, summary
-
-
-def _series(run_dir, name: str) -> list[tuple[int, float]]:
-    path = run_dir / "csv" / "scalars" / "train" / f"{name}.csv"
-    with path.open() as f:
-        return [(int(float(step)), float(value)) for step, value in csv.reader(f)]
+from conftest import TINY, run_dirs, run_rlrun, series, summary
 
 
 def test_tiny_ppo_run_writes_csv_and_summary(workdir):
@@ -22,11 +14,11 @@ def test_tiny_ppo_run_writes_csv_and_summary(workdir):
     assert s["frames"] == 1024
     assert s["fps"] > 0 and s["wall_time_s"] > 0
     assert (run_dir / ".hydra" / "config.yaml").exists()
-    returns = _series(run_dir, "episode_return")
+    returns = series(run_dir, "episode_return")
     assert [step for step, _ in returns] == [512, 1024]
     assert all(value > 0 for _, value in returns)
     for metric in ("episode_length", "fps", "loss_objective", "loss_critic", "loss_entropy"):
-        steps = [step for step, _ in _series(run_dir, metric)]
+        steps = [step for step, _ in series(run_dir, metric)]
         assert steps == sorted(steps) and steps[-1] == 1024, metric
 
 
