@@ -82,11 +82,15 @@ def _base_env(cfg: DictConfig, device: str, num_envs: int) -> EnvBase:
         return ParallelEnv(num_envs, make_one, mp_start_method=cfg.mp_start_method, device=device)
     choose("env.backend", cfg.backend, BACKENDS)
     if cfg.backend == "gym_vector":
+        # Autoreset off: TorchRL resets finished sub-envs itself (a masked ``reset``), so the
+        # true last observation comes straight from ``step``. With gymnasium's autoreset,
+        # GymWrapper parses ``info["final_obs"]`` env by env on every step, which made the
+        # step 1.6x slower at 128 envs.
         vec = gymnasium.make_vec(
             cfg.id,
             num_envs=num_envs,
             vectorization_mode="sync",
-            vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP},
+            vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.DISABLED},
             **kwargs,
         )
         return GymWrapper(vec, device=device)
