@@ -1,7 +1,9 @@
 """Periodic evaluation from the ``eval`` config group: the deterministic policy on its own env.
 
-Every ``eval.every_frames`` collected frames, ``eval.episodes`` episodes run on a separate env
-(its own seed) with the policy's deterministic action (``ExplorationType.DETERMINISTIC``).
+Every ``eval.every_frames`` collected frames, ``eval.episodes`` episodes run side by side on a
+separate batched env (one sub-env per episode, its own seed) with the policy's deterministic
+action (``ExplorationType.DETERMINISTIC``): one batched step per time step instead of one
+episode after another.
 ``eval/episode_return`` and ``eval/episode_length`` go to every logger at the collected-frames
 step; the best return so far is kept as ``checkpoints/best``; with ``eval.video=true`` the first
 episode is rendered to ``videos/eval-<frames>.mp4`` and sent to the loggers (``log_video``).
@@ -49,18 +51,29 @@ class Evaluator(TrainerHookBase):
         with set_exploration_type(ExplorationType.DETERMINISTIC):
             return env.rollout(self.cfg.max_steps, self.policy, break_when_any_done=True)
 
+    @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Run ``episodes`` episodes; mean return and length."""
+        """Run one episode per sub-env, all at once, until each has finished (or ``max_steps``);
+        mean return and length. Sub-envs that finish early are reset and their steps ignored."""
         if self.env is None:
-            self.env = self.make_env()
-        returns, lengths = [], []
-        for _ in range(self.cfg.episodes):
-            td = self.episode(self.env)
-            returns.append(td.get(("next", "reward")).sum().item())
-            lengths.append(td.numel())
+            self.env = self.make_env(num_envs=self.cfg.episodes)
+        env = self.env
+        returns = torch.zeros(env.batch_size.numel())
+        lengths = torch.zeros_like(returns)
+        running = torch.ones_like(returns, dtype=torch.bool)
+        with set_exploration_type(ExplorationType.DETERMINISTIC):
+            td = env.reset()
+            for _ in range(self.cfg.max_steps):
+                td, next_td = env.step_and_maybe_reset(self.policy(td))
+                returns += td.get(("next", "reward")).reshape(-1) * running
+                lengths += running
+                running &= ~td.get(("next", "done")).reshape(-1)
+                if not running.any():
+                    break
+                td = next_td
         return {
-            "eval/episode_return": sum(returns) / len(returns),
-            "eval/episode_length": sum(lengths) / len(lengths),
+            "eval/episode_return": returns.mean().item(),
+            "eval/episode_length": lengths.mean().item(),
         }
 
     def record_video(self, frames: int) -> None:

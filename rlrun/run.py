@@ -196,15 +196,16 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
 
 
 def eval_env_factory(cfg: DictConfig, ac, device: torch.device) -> Callable[..., EnvBase]:
-    """A fresh single env for evaluation (its own seed), rendering ``pixels`` on request."""
+    """A fresh env of ``num_envs`` sub-envs in this process for evaluation (its own seed),
+    rendering ``pixels`` on request."""
 
-    def make(pixels: bool = False) -> EnvBase:
-        env_cfg = cfg.env
+    def make(pixels: bool = False, num_envs: int = 1) -> EnvBase:
+        env_cfg = OmegaConf.merge(cfg.env, {"parallel": False})
         if pixels:  # a plain GymEnv renders: from_pixels adds a "pixels" entry
             pixel_kwargs = {"from_pixels": True, "pixels_only": False}
-            env_cfg = OmegaConf.merge(env_cfg, {"backend": "gym", "parallel": False})
+            env_cfg = OmegaConf.merge(env_cfg, {"backend": "gym"})
             env_cfg.kwargs = {**env_cfg.kwargs, **pixel_kwargs}
-        env = make_env(env_cfg, str(device), num_envs=1, seed=cfg.seed + 1)
+        env = make_env(env_cfg, str(device), num_envs=num_envs, seed=cfg.seed + 1)
         for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
             env.append_transform(transform)
         return env
