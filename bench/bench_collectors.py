@@ -29,7 +29,7 @@ from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
 from rlrun.envs import make_env
 from rlrun.policies import build_policy
 
-ENV = EnvConfig()  # CartPole-v1, gym_vector backend, 8 envs: what `rlrun +experiment=ppo` runs
+ENV = EnvConfig()  # CartPole-v1, gym_vector backend, 8 envs: the env group's default
 
 
 def raw_gymnasium(frames: int) -> float:

@@ -19,7 +19,7 @@ def test_help_lists_groups_fast(workdir):
 
 def test_cfg_job_prints_composed_config(workdir):
     proc = run_rlrun("+experiment=ppo", "--cfg", "job", cwd=workdir)
-    assert "total_frames: 150000" in proc.stdout
+    assert "total_frames: 100000" in proc.stdout
     assert "clip_epsilon: 0.2" in proc.stdout
     assert not (workdir / "outputs").exists() or not list((workdir / "outputs").rglob("*.json"))
 
