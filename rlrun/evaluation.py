@@ -58,7 +58,7 @@ class Evaluator(TrainerHookBase):
         if self.env is None:
             self.env = self.make_env(num_envs=self.cfg.episodes)
         env = self.env
-        returns = torch.zeros(env.batch_size.numel())
+        returns = torch.zeros(env.batch_size.numel(), device=env.device)  # env outputs' device
         lengths = torch.zeros_like(returns)
         running = torch.ones_like(returns, dtype=torch.bool)
         with set_exploration_type(ExplorationType.DETERMINISTIC):
