@@ -46,10 +46,16 @@ def run_dirs(root: Path) -> list[Path]:
     return sorted(p.parent for p in (root / "outputs").rglob("summary.json"))
 
 
-def series(run_dir: Path, name: str) -> list[tuple[int, float]]:
-    """A ``train/<name>`` metric read back from the run's CSV logger: (frames, value) rows."""
-    with (run_dir / "csv" / "scalars" / "train" / f"{name}.csv").open() as f:
+def csv_series(run_dir: Path, name: str) -> list[tuple[int, float]]:
+    """A metric (e.g. ``eval/episode_return``) read back from the run's CSV logger:
+    (frames, value) rows."""
+    with (run_dir / "csv" / "scalars" / f"{name}.csv").open() as f:
         return [(int(float(step)), float(value)) for step, value in csv.reader(f)]
+
+
+def series(run_dir: Path, name: str) -> list[tuple[int, float]]:
+    """A ``train/<name>`` metric read back from the run's CSV logger."""
+    return csv_series(run_dir, f"train/{name}")
 
 
 def summary(run_dir: Path) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import RLRUN, TINY, run_dirs, run_rlrun, summary
+from conftest import RLRUN, TINY, csv_series, run_dirs, run_rlrun, summary
 
 # 8 batches of 256 frames: long enough to be stopped midway.
 TOTAL, BATCH = 2048, 256
@@ -26,11 +26,6 @@ LONG = [
     f"checkpoint.every_frames={BATCH}",
     "checkpoint.keep=20",
 ]
-
-
-def csv_series(run_dir: Path, name: str) -> list[tuple[int, float]]:
-    lines = (run_dir / "csv" / "scalars" / f"{name}.csv").read_text().split()
-    return [(int(step), float(value)) for step, value in (line.split(",") for line in lines)]
 
 
 def checkpoints(run_dir: Path) -> list[Path]:

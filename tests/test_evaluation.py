@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
-from conftest import TINY, run_dirs, run_rlrun, summary
-
-
-def eval_series(run_dir: Path, name: str) -> list[tuple[int, float]]:
-    with (run_dir / "csv" / "scalars" / "eval" / f"{name}.csv").open() as f:
-        return [(int(float(step)), float(value)) for step, value in csv.reader(f)]
+from conftest import TINY, csv_series, run_dirs, run_rlrun, summary
 
 
 @pytest.mark.parametrize("max_steps", [1000, 5])
@@ -26,8 +20,8 @@ def test_each_episode_counts_up_to_its_own_end(workdir: Path, max_steps: int) ->
         cwd=workdir,
     )
     run = run_dirs(workdir)[0]
-    returns = eval_series(run, "episode_return")
-    lengths = eval_series(run, "episode_length")
+    returns = csv_series(run, "eval/episode_return")
+    lengths = csv_series(run, "eval/episode_length")
     assert [frames for frames, _ in returns] == [512, 1024]
     for (_, ret), (_, length) in zip(returns, lengths, strict=True):
         # CartPole pays 1 per step: return == length means no step after an episode's end

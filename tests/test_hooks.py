@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conftest import TINY, run_dirs, run_rlrun, summary
+from conftest import TINY, csv_series, run_dirs, run_rlrun, summary
 
 COUNTER = '''
 class Counter:
@@ -24,11 +24,6 @@ class Counter:
     def load_state_dict(self, state):
         self.count = state["count"]
 '''
-
-
-def csv_series(run_dir: Path, name: str) -> list[tuple[int, float]]:
-    lines = (run_dir / "csv" / "scalars" / f"{name}.csv").read_text().split()
-    return [(int(step), float(value)) for step, value in (line.split(",") for line in lines)]
 
 
 def user_package(root: Path) -> dict[str, str]:

@@ -7,17 +7,12 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import TINY, run_dirs, run_rlrun, summary
+from conftest import TINY, csv_series, run_dirs, run_rlrun, summary
 
 from rlrun.loggers import flatten_config, redact_secrets
 
 SECRET = "sk-test-SECRET-0123456789"
 METRICS = ("train/episode_return", "train/loss_objective", "train/optim_steps")
-
-
-def csv_series(run_dir: Path, name: str) -> list[tuple[int, float]]:
-    lines = (run_dir / "csv" / "scalars" / f"{name}.csv").read_text().split()
-    return [(int(step), float(value)) for step, value in (line.split(",") for line in lines)]
 
 
 def tensorboard_series(run_dir: Path, name: str) -> list[tuple[int, float]]:
