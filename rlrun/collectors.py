@@ -139,11 +139,13 @@ def make_collector(
     policy_cfg: DictConfig,
     policy_transforms: Sequence[Transform] = (),
     seed: int = 0,
+    traj_ids_read: bool = False,
 ) -> BaseCollector:
     """Build the collector that feeds the Trainer ``frames_per_batch`` frames at a time.
 
     ``env`` serves the one-process collector; worker processes build theirs from ``env_cfg``
     (plus ``policy_transforms``) and, with ``policy_factory``, their policy from ``policy_cfg``.
+    ``traj_ids_read`` says whether the run reads trajectory ids (``collector.traj_ids=null``).
     """
     kind = choose("collector.kind", cfg.kind, KINDS)
     choose("collector.policy_copy", cfg.policy_copy, POLICY_COPY)
@@ -158,7 +160,13 @@ def make_collector(
         "compile_policy": bool(policy_cfg.get("compile", False)) or None,  # torch.compile
     }
     if kind == "sync":
-        return Collector(env, **_sync_policy(cfg, policy, device), **common)
+        track = traj_ids_read if cfg.traj_ids is None else cfg.traj_ids
+        return Collector(env, **_sync_policy(cfg, policy, device), track_traj_ids=track, **common)
+    if cfg.traj_ids is False:
+        raise ConfigError(
+            f"collector.traj_ids=false: collector={kind} always writes trajectory ids (its "
+            "workers' batches are merged by them); only collector=sync can skip them."
+        )
     if cfg.num_workers < 1:
         raise ConfigError(f"collector.num_workers={cfg.num_workers} must be at least 1.")
     worker_factory = None

@@ -113,6 +113,7 @@ class CollectorConfig:
     device: str | None = None  # default: the top-level ``device``
     policy_copy: str = "auto"  # auto | always | never
     policy_factory: str | None = None  # multi-process: a ``_target_`` each worker calls
+    traj_ids: bool | None = None  # write ("collector", "traj_ids"); null: only where read
 
 
 @dataclass

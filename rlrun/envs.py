@@ -72,11 +72,18 @@ def _single_gym_env(env_id: str, kwargs: dict, device: str) -> EnvBase:
     return GymEnv(env_id, device=device, **kwargs)
 
 
+def _wrapper_device(device: str) -> str | None:
+    """The ``device`` a TorchRL gym wrapper gets. ``None`` for the CPU: gymnasium's arrays become
+    CPU tensors anyway, and with ``device="cpu"`` TorchRL still walks every step's and reset's
+    tensordict through ``.to("cpu")`` (about 0.25 ms per step at 8 envs)."""
+    return None if torch.device(device).type == "cpu" else device
+
+
 def _base_env(cfg: DictConfig, device: str, num_envs: int) -> EnvBase:
     kwargs = OmegaConf.to_container(cfg.kwargs, resolve=True) or {}
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
-    make_one = functools.partial(_single_gym_env, cfg.id, kwargs, device)
+    make_one = functools.partial(_single_gym_env, cfg.id, kwargs, _wrapper_device(device))
     if cfg.parallel:
         choose("env.mp_start_method", cfg.mp_start_method, START_METHODS)
         return ParallelEnv(num_envs, make_one, mp_start_method=cfg.mp_start_method, device=device)
@@ -93,7 +100,7 @@ def _base_env(cfg: DictConfig, device: str, num_envs: int) -> EnvBase:
             vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.DISABLED},
             **kwargs,
         )
-        return GymWrapper(vec, device=device)
+        return GymWrapper(vec, device=_wrapper_device(device))
     return make_one() if num_envs == 1 else SerialEnv(num_envs, make_one, device=device)
 
 

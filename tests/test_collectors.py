@@ -96,6 +96,38 @@ def test_loss_must_train_the_policy_the_collector_runs_in_place() -> None:
         check_loss_trains_in_place(ClipPPOLoss(copy.deepcopy(ac.actor), ac.critic), ac.actor)
 
 
+def test_trajectory_ids_are_written_only_where_read() -> None:
+    from rlrun.collectors import make_collector
+    from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
+    from rlrun.envs import make_env
+    from rlrun.errors import ConfigError
+    from rlrun.policies import make_actor_critic
+
+    env_cfg = OmegaConf.structured(EnvConfig(num_envs=2))
+    env = make_env(env_cfg, "cpu")
+    actor = make_actor_critic(
+        observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
+    ).actor
+    policy_cfg = OmegaConf.structured(PolicyConfig())
+
+    def first_batch(traj_ids: bool | None, read: bool):
+        cfg = OmegaConf.structured(CollectorConfig(frames_per_batch=16, traj_ids=traj_ids))
+        collector = make_collector(
+            cfg, env, actor, 16, "cpu", env_cfg=env_cfg, policy_cfg=policy_cfg, traj_ids_read=read
+        )
+        batch = next(iter(collector))
+        collector.shutdown()
+        return batch
+
+    traj = ("collector", "traj_ids")
+    assert traj not in first_batch(None, read=False).keys(True)  # PPO: nothing reads them
+    assert traj in first_batch(None, read=True).keys(True)  # e.g. the slice sampler
+    assert traj in first_batch(True, read=False).keys(True)  # asked for explicitly
+    cfg = OmegaConf.structured(CollectorConfig(kind="async", traj_ids=False))
+    with pytest.raises(ConfigError, match="only collector=sync can skip them"):
+        make_collector(cfg, env, actor, 16, "cpu", env_cfg=env_cfg, policy_cfg=policy_cfg)
+
+
 def test_uncopyable_policy_trains_in_place_with_one_warning(workdir: Path) -> None:
     proc = run_rlrun(
         "+experiment=ppo", *TINY, LOCKED, "collector=sync", "collector.policy_copy=auto",
