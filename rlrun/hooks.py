@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,7 +27,6 @@ from torchrl.trainers import (
     LogScalar,
     LogValidationReward,
     LRSchedulerHook,
-    ReplayBufferTrainer,
     RewardNormalizer,
     SelectKeys,
     TargetNetUpdaterHook,
@@ -196,16 +196,24 @@ class HookContext:
     optimizer: torch.optim.Optimizer
     policy: Any  # the rollout policy (actor)
     make_env: Callable[[], Any]  # a fresh env, e.g. for validation rollouts
+    run_dir: Path  # the run folder (memmap replay storage)
+    device: torch.device  # the train device
 
 
-def _replay_buffer(ctx: HookContext, **kw: Any) -> TrainerHookBase:
-    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+def _replay_buffer(ctx: HookContext) -> TrainerHookBase:
+    """The ``replay_buffer`` group's buffer (sampler, storage, transforms, pinning), as a hook.
 
-    rb = ctx.cfg.replay_buffer
-    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(rb.size))
-    return ReplayBufferTrainer(
-        buffer, batch_size=rb.batch_size, **{"flatten_tensordicts": True, **kw}
-    )
+    Off-policy algorithms register that buffer themselves; a second one would fill unread.
+    """
+    from rlrun.buffers import make_replay_buffer, make_replay_buffer_hook
+
+    if ctx.trainer.replay_buffer is not None:
+        raise ConfigError(
+            f"hooks.replay_buffer: algo={ctx.cfg.algo.name} already trains from the replay "
+            "buffer of the replay_buffer group; drop replay_buffer from hooks."
+        )
+    buffer = make_replay_buffer(ctx.cfg.replay_buffer, ctx.run_dir, ctx.device)
+    return make_replay_buffer_hook(buffer, ctx.device)
 
 
 def _target_updater(ctx: HookContext, kind: str = "soft", **kw: Any) -> TrainerHookBase:

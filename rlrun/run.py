@@ -188,7 +188,9 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
     eval_env = eval_env_factory(cfg, ac, device)
     eval_policy = ac.rollout_policy("eval")  # the actor in the eval phase's recurrent mode
-    register_config_hooks(hooks, HookContext(trainer, cfg, optimizer, eval_policy, eval_env))
+    register_config_hooks(
+        hooks, HookContext(trainer, cfg, optimizer, eval_policy, eval_env, run_dir, device)
+    )
     if cfg.eval.every_frames:
         on_result = functools.partial(setattr, stats, "eval_return_last")
         Evaluator(cfg.eval, eval_env, eval_policy, run_dir, on_result).register(trainer)

@@ -77,3 +77,16 @@ def test_unknown_hook_name_lists_the_builtins(workdir: Path) -> None:
     assert proc.returncode == 2
     assert "reward_normaliser is not a built-in hook" in proc.stderr
     assert "reward_normalizer" in proc.stderr and "_target_" in proc.stderr
+
+
+def test_replay_buffer_hook_uses_the_replay_buffer_group(workdir: Path) -> None:
+    rb = ["hooks=[replay_buffer]", "replay_buffer.storage=memmap", "replay_buffer.batch_size=64"]
+    run_rlrun("+experiment=ppo", *TINY, *rb, cwd=workdir)
+    run = run_dirs(workdir)[0]
+    assert summary(run)["status"] == "completed"
+    assert list((run / "replay_buffer").iterdir())  # the group's memmap storage, on disk
+    assert csv_series(run, "train/loss_objective")  # PPO trained on the buffer's samples
+    dqn = ["+experiment=dqn", "trainer.total_frames=512", "hooks=[replay_buffer]"]
+    proc = run_rlrun(*dqn, cwd=workdir, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "algo=dqn already trains from the replay buffer" in proc.stderr
