@@ -161,7 +161,12 @@ def make_collector(
     }
     if kind == "sync":
         track = traj_ids_read if cfg.traj_ids is None else cfg.traj_ids
-        return Collector(env, **_sync_policy(cfg, policy, device), track_traj_ids=track, **common)
+        placement = _sync_policy(cfg, policy, device)
+        if placement.get("device") == torch.device("cpu") and env.device is None:
+            # The env's outputs are CPU tensors already (rlrun.envs builds CPU envs without a
+            # device); device="cpu" would cast every step's tensordict again (7% at 128 envs).
+            placement["device"] = None
+        return Collector(env, **placement, track_traj_ids=track, **common)
     if cfg.traj_ids is False:
         raise ConfigError(
             f"collector.traj_ids=false: collector={kind} always writes trajectory ids (its "
