@@ -35,6 +35,13 @@ SHARED = {
 }
 
 
+# rlrun as the speed comparison runs it: the default one-process collector, and TorchRL's
+# MultiAsyncCollector (2 worker processes of 8 envs; each batch comes from one worker, whose
+# policy may be one update behind; PPO's ratio is taken against the stored log-probs).
+RLRUN_VARIANTS = {"rlrun": [], "rlrun_async": ["collector=async", "collector.num_workers=2"]}
+BASELINES = ("plain_torch", "plain_torchrl")
+
+
 def rlrun_same_hparams(seed: int, frames: int) -> list[str]:
     minibatch = SHARED["num_envs"] * SHARED["steps_per_env"] // SHARED["minibatches"]
     return [
@@ -72,12 +79,13 @@ def baseline_args(seed: int, frames: int) -> list[str]:
 
 
 def training(seeds: int, frames: int) -> dict:
-    rows: dict[str, list[dict]] = {"rlrun": [], "plain_torch": [], "plain_torchrl": []}
+    rows: dict[str, list[dict]] = {name: [] for name in (*RLRUN_VARIANTS, *BASELINES)}
     for seed in range(seeds):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = run_rlrun(rlrun_same_hparams(seed, frames), Path(tmp))
-            reach_frames, reach_s = first_reach(out["run_dir"], 475)
-            rows["rlrun"].append(
+        for name, extra in RLRUN_VARIANTS.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                out = run_rlrun(rlrun_same_hparams(seed, frames) + extra, Path(tmp))
+                reach_frames, reach_s = first_reach(out["run_dir"], 475)
+            rows[name].append(
                 {
                     "seed": seed,
                     "fps": out["fps"],
@@ -88,7 +96,7 @@ def training(seeds: int, frames: int) -> dict:
                     "first_batch_s": out["first_batch_s"],
                 }
             )
-        for name in ("plain_torch", "plain_torchrl"):
+        for name in BASELINES:
             res = run_script(HERE / "baselines" / f"{name}_ppo.py", baseline_args(seed, frames))
             rows[name].append(res)
     table = {
@@ -125,46 +133,66 @@ def preset_to_target(seeds: int) -> dict:
     }
 
 
-def collection(num_envs: int = 128, batches: int = 10) -> dict:
-    """Env-only steps/s with random actions: rlrun's env + Collector vs raw gymnasium."""
+def collection(num_envs: int = 128, rounds: int = 7) -> dict:
+    """Env-only steps/s with random actions: rlrun's env and collector vs raw gymnasium.
+
+    The two alternate in short rounds and the ratio is the median of the rounds' ratios: this
+    machine's speed drifts by up to 1.7x between minutes, which a raw-then-ours order would
+    read as a ratio change.
+    """
     import gymnasium
     import numpy as np
+    import torch
     from omegaconf import OmegaConf
-    from torchrl.collectors import Collector
+    from tensordict import TensorDictBase
     from torchrl.envs.utils import RandomPolicy
 
-    from rlrun.config import EnvConfig
+    from rlrun.collectors import make_collector
+    from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
     from rlrun.envs import make_env
 
+    steps = 64  # vector steps per round, for each side
     vec = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
     vec.reset(seed=0)
     rng = np.random.default_rng(0)
-    steps = batches * 64
-    start = time.perf_counter()
-    for _ in range(steps):
-        vec.step(rng.integers(0, 2, size=num_envs))
-    raw = steps * num_envs / (time.perf_counter() - start)
 
-    env = make_env(OmegaConf.structured(EnvConfig(num_envs=num_envs)), "cpu", seed=0)
-    collector = Collector(
+    class RandomActions(torch.nn.Module):  # rlrun's collectors take an nn.Module policy
+        def __init__(self) -> None:
+            super().__init__()
+            self.random = RandomPolicy(env.full_action_spec)
+
+        def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+            return self.random(tensordict)
+
+    env_cfg = OmegaConf.structured(EnvConfig(num_envs=num_envs))
+    env = make_env(env_cfg, "cpu", seed=0)
+    collector = make_collector(  # as `rlrun collector=sync` builds it
+        OmegaConf.structured(CollectorConfig(frames_per_batch=num_envs * steps)),
         env,
-        RandomPolicy(env.full_action_spec),
-        frames_per_batch=num_envs * 64,
-        total_frames=-1,
-        auto_register_policy_transforms=False,
+        RandomActions(),
+        -1,
+        "cpu",
+        env_cfg=env_cfg,
+        policy_cfg=OmegaConf.structured(PolicyConfig()),
     )
-    it = iter(collector)
-    next(it)  # warm-up
-    start, frames = time.perf_counter(), 0
-    for _ in range(batches):
-        frames += next(it).numel()
-    ours = frames / (time.perf_counter() - start)
+    batches = iter(collector)
+    next(batches)  # warm-up
+    raw, ours = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(steps):
+            vec.step(rng.integers(0, 2, size=num_envs))
+        raw.append(steps * num_envs / (time.perf_counter() - start))
+        start = time.perf_counter()
+        frames = next(batches).numel()
+        ours.append(frames / (time.perf_counter() - start))
     collector.shutdown()
     return {
         "num_envs": num_envs,
-        "raw_gymnasium_sps": raw,
-        "rlrun_collector_sps": ours,
-        "ratio": ours / raw,
+        "rounds": rounds,
+        "raw_gymnasium_sps": statistics.median(raw),
+        "rlrun_collector_sps": statistics.median(ours),
+        "ratio": statistics.median(o / r for o, r in zip(ours, raw, strict=True)),
     }
 
 
@@ -211,7 +239,7 @@ def markdown(r: dict) -> str:
         "| seconds to 475 |",
         "|---|---|---|---|---|",
     ]
-    for name in ("rlrun", "plain_torch", "plain_torchrl"):
+    for name in (*RLRUN_VARIANTS, *BASELINES):
         row = t[name]
         lines.append(
             f"| {name} | {row['fps_median']:.0f} | {row['fps_vs_plain_torch']:.2f}x | "
