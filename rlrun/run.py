@@ -146,7 +146,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         policy_cfg=cfg.policy,
         policy_transforms=ac.env_transforms(),  # fresh ones, for envs built in workers
         seed=cfg.seed,
-        traj_ids_read=algo.off_policy and cfg.replay_buffer.sampler == "slice",
+        traj_ids_read=cfg.replay_buffer.sampler == "slice",  # algo's or hooks=[replay_buffer]
     )
     replay_buffer = None
     if algo.off_policy:

@@ -81,10 +81,13 @@ def test_unknown_hook_name_lists_the_builtins(workdir: Path) -> None:
 
 def test_replay_buffer_hook_uses_the_replay_buffer_group(workdir: Path) -> None:
     rb = ["hooks=[replay_buffer]", "replay_buffer.storage=memmap", "replay_buffer.batch_size=64"]
+    rb.append("replay_buffer.sampler=slice")  # reads the trajectory ids the collector then writes
     run_rlrun("+experiment=ppo", *TINY, *rb, cwd=workdir)
     run = run_dirs(workdir)[0]
     assert summary(run)["status"] == "completed"
-    assert list((run / "replay_buffer").iterdir())  # the group's memmap storage, on disk
+    # The group's memmap storage, on disk, with the trajectory ids the slice sampler reads
+    # (without them it would cut slices across env rows at "done" boundaries only).
+    assert (run / "replay_buffer" / "collector" / "traj_ids.memmap").is_file()
     assert csv_series(run, "train/loss_objective")  # PPO trained on the buffer's samples
     dqn = ["+experiment=dqn", "trainer.total_frames=512", "hooks=[replay_buffer]"]
     proc = run_rlrun(*dqn, cwd=workdir, check=False)
