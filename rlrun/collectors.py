@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import torch
 from omegaconf import DictConfig
 from tensordict import TensorDict
-from tensordict.nn import TensorDictModule
+from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torchrl.collectors import BaseCollector, Collector, MultiAsyncCollector, MultiSyncCollector
 from torchrl.data import Composite, TensorSpec
 from torchrl.envs import EnvBase, Transform
@@ -40,10 +40,22 @@ log = logging.getLogger(__name__)
 
 
 def _worker_policy(
-    policy_cfg: DictConfig, observation_spec: Composite, action_spec: TensorSpec, device: str
-) -> TensorDictModule:
-    """Run in each worker process: build the policy there (its weights come by weight sync)."""
-    return build_policy(policy_cfg, observation_spec, action_spec, device).rollout_policy("collect")
+    policy_cfg: DictConfig,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str,
+    exploration: TensorDictModuleBase | None,
+) -> TensorDictModuleBase:
+    """Run in each worker process: build the policy there (its weights come by weight sync).
+
+    The algorithm's exploration module (DQN's epsilon-greedy) goes behind it, as in the main
+    process, so both have the same structure and the synced weights include epsilon.
+    """
+    policy = build_policy(policy_cfg, observation_spec, action_spec, device)
+    policy = policy.rollout_policy("collect")
+    if exploration is None:
+        return policy
+    return TensorDictSequential(policy, copy.deepcopy(exploration))
 
 
 def _worker_env(env_cfg: DictConfig, device: str, transforms: Sequence[Transform]) -> EnvBase:
@@ -140,12 +152,15 @@ def make_collector(
     policy_transforms: Sequence[Transform] = (),
     seed: int = 0,
     traj_ids_read: bool = False,
+    exploration: TensorDictModuleBase | None = None,
 ) -> BaseCollector:
     """Build the collector that feeds the Trainer ``frames_per_batch`` frames at a time.
 
     ``env`` serves the one-process collector; worker processes build theirs from ``env_cfg``
     (plus ``policy_transforms``) and, with ``policy_factory``, their policy from ``policy_cfg``.
     ``traj_ids_read`` says whether the run reads trajectory ids (``collector.traj_ids=null``).
+    ``exploration`` is the module ``policy`` ends with, if any; workers that build their own
+    policy append a copy of it.
     """
     kind = choose("collector.kind", cfg.kind, KINDS)
     choose("collector.policy_copy", cfg.policy_copy, POLICY_COPY)
@@ -179,7 +194,9 @@ def make_collector(
         factory_cfg = policy_cfg.copy()
         factory_cfg._target_ = cfg.policy_factory
         specs = (env.observation_spec, env.full_action_spec["action"])
-        worker_factory = functools.partial(_worker_policy, factory_cfg, *specs, str(device))
+        worker_factory = functools.partial(
+            _worker_policy, factory_cfg, *specs, str(device), exploration
+        )
         try:
             worker_factory()  # a broken factory fails here, not silently in a worker process
         except ImportError as err:

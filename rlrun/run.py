@@ -147,6 +147,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         policy_transforms=ac.env_transforms(),  # fresh ones, for envs built in workers
         seed=cfg.seed,
         traj_ids_read=cfg.replay_buffer.sampler == "slice",  # algo's or hooks=[replay_buffer]
+        exploration=algo.exploration,
     )
     replay_buffer = None
     if algo.off_policy:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import RLRUN, TINY, run_dirs, run_rlrun, summary
+from conftest import RLRUN, TINY, csv_series, run_dirs, run_rlrun, summary
 from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,6 +208,21 @@ def test_multi_sync_policy_factory_sends_weights_to_two_workers(workdir: Path) -
         assert len(set(checksums)) >= 2  # their weights changed after an update...
         assert set(checksums) <= main  # ...to weights the trainer's policy had
     assert summary(run_dirs(workdir)[0])["status"] == "completed"
+
+
+def test_dqn_workers_that_build_their_policy_explore_like_the_trainer(workdir: Path) -> None:
+    # Each worker appends the epsilon-greedy module to the policy it builds; before, the
+    # structures differed and the first weight sync failed inside the workers.
+    run_rlrun(
+        "+experiment=dqn", "trainer.total_frames=1024", "trainer.progress_bar=false",
+        "collector=multi_sync", "collector.num_workers=2", "collector.init_random_frames=0",
+        "collector.policy_factory=${policy._target_}",
+        cwd=workdir,
+    )  # fmt: skip
+    run = run_dirs(workdir)[0]
+    assert summary(run)["status"] == "completed" and summary(run)["frames"] == 1024
+    eps = [value for _, value in csv_series(run, "train/epsilon")]
+    assert eps[0] < 1.0 and eps == sorted(eps, reverse=True)  # annealed batch by batch
 
 
 def test_async_collector_completes_a_tiny_run(workdir: Path) -> None:
