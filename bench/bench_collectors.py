@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 
 from rlrun.collectors import make_collector
 from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
+from rlrun.devices import Placement
 from rlrun.envs import make_env
 from rlrun.policies import build_policy
 
@@ -59,12 +60,15 @@ def collector_rate(kind: str, frames: int, frames_per_batch: int, num_workers: i
     cfg = OmegaConf.structured(
         CollectorConfig(kind=kind, frames_per_batch=frames_per_batch, num_workers=num_workers)
     )
-    env = make_env(env_cfg, "cpu", seed=0)
-    ac = build_policy(policy_cfg, env.observation_spec, env.full_action_spec["action"], "cpu")
+    env = make_env(env_cfg, seed=0)
+    where = Placement.on_cpu()
+    ac = build_policy(
+        policy_cfg, env.observation_spec, env.full_action_spec["action"], where.learner
+    )
     total = frames + frames_per_batch
     t0 = time.perf_counter()
     collector = make_collector(
-        cfg, env, ac.rollout_policy(), total, "cpu", env_cfg=env_cfg, policy_cfg=policy_cfg
+        cfg, env, ac.rollout_policy(), total, where, env_cfg=env_cfg, policy_cfg=policy_cfg
     )
     batches = iter(collector)
     next(batches)  # first batch: workers started and warm

@@ -122,6 +122,7 @@ def bench_sampling(root: Path, n: int = 100_000, batch: int = 256, draws: int = 
 
     from rlrun.buffers import make_replay_buffer
     from rlrun.config import ReplayBufferConfig
+    from rlrun.devices import Placement
 
     torch.set_num_threads(1)
     data = TensorDict(
@@ -148,7 +149,7 @@ def bench_sampling(root: Path, n: int = 100_000, batch: int = 256, draws: int = 
             OmegaConf.structured(ReplayBufferConfig),
             {"size": n, "batch_size": batch, "transforms": transforms, "prefetch": prefetch},
         )
-        rb = make_replay_buffer(cfg, root, torch.device("cpu"))
+        rb = make_replay_buffer(cfg, root, Placement.on_cpu())
         rb.extend(data)
         for _ in range(20):
             rb.sample()

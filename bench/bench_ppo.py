@@ -149,6 +149,7 @@ def collection(num_envs: int = 128, rounds: int = 7) -> dict:
 
     from rlrun.collectors import make_collector
     from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
+    from rlrun.devices import Placement
     from rlrun.envs import make_env
 
     steps = 64  # vector steps per round, for each side
@@ -165,13 +166,13 @@ def collection(num_envs: int = 128, rounds: int = 7) -> dict:
             return self.random(tensordict)
 
     env_cfg = OmegaConf.structured(EnvConfig(num_envs=num_envs))
-    env = make_env(env_cfg, "cpu", seed=0)
+    env = make_env(env_cfg, seed=0)
     collector = make_collector(  # as `rlrun collector=sync` builds it
         OmegaConf.structured(CollectorConfig(frames_per_batch=num_envs * steps)),
         env,
         RandomActions(),
         -1,
-        "cpu",
+        Placement.on_cpu(),
         env_cfg=env_cfg,
         policy_cfg=OmegaConf.structured(PolicyConfig()),
     )

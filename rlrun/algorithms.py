@@ -89,9 +89,11 @@ class PPOMinibatcher(TrainerHookBase):
         frames_per_batch: int,
         sequence_length: int | None,
         logprob_check_tol: float,
+        device: torch.device,
         fresh_batches: bool = True,
     ) -> None:
         self.advantage = advantage
+        self.device = device  # the learner's: minibatches are stored and sampled there
         self.loss = loss
         self.ac = ac
         self.minibatch_size = minibatch_size
@@ -135,7 +137,7 @@ class PPOMinibatcher(TrainerHookBase):
         self.check_log_probs(data)
         if self.buffer is None:
             self.buffer = TensorDictReplayBuffer(
-                storage=LazyTensorStorage(self.frames_per_batch),
+                storage=LazyTensorStorage(self.frames_per_batch, device=self.device),
                 sampler=SamplerWithoutReplacement(drop_last=True),
                 batch_size=self.minibatch_size // data[0].numel(),  # sequences per minibatch
             )
@@ -173,7 +175,11 @@ class PPOMinibatcher(TrainerHookBase):
 
 
 def _make_ppo(
-    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, fresh_batches: bool
+    cfg: DictConfig,
+    ac: ActorCritic,
+    frames_per_batch: int,
+    device: torch.device,
+    fresh_batches: bool,
 ) -> Algorithm:
     if ac.critic is None:
         raise ConfigError("algo=ppo needs a critic: the policy factory returned critic=None.")
@@ -220,6 +226,7 @@ def _make_ppo(
         frames_per_batch,
         cfg.sequence_length,
         cfg.logprob_check_tol,
+        device,
         fresh_batches,
     )
     return Algorithm(
@@ -277,7 +284,9 @@ def _target_updater(cfg: DictConfig, loss: LossModule) -> TargetNetUpdater:
     return SoftUpdate(loss, tau=cfg.tau)
 
 
-def _make_dqn(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algorithm:
+def _make_dqn(
+    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device
+) -> Algorithm:
     if ac.qvalue is None:
         raise ConfigError(
             "algo=dqn needs a Q-network: set policy._target_=rlrun.policies.make_qvalue_actor "
@@ -292,7 +301,7 @@ def _make_dqn(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algori
         eps_init=float(cfg.eps_start),
         eps_end=float(cfg.eps_end),
         annealing_num_steps=cfg.eps_anneal_frames,
-        device=next(ac.qvalue.parameters()).device,
+        device=device,
     )
     updater = _target_updater(cfg, loss)
     return Algorithm(
@@ -306,7 +315,9 @@ def _make_dqn(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algori
     )
 
 
-def _make_sac(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algorithm:
+def _make_sac(
+    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device
+) -> Algorithm:
     if ac.qvalue is None:
         raise ConfigError(
             "algo=sac needs a Q(s, a) network: set policy._target_=rlrun.policies."
@@ -335,10 +346,15 @@ def _make_sac(cfg: DictConfig, ac: ActorCritic, frames_per_batch: int) -> Algori
 
 
 def make_algorithm(
-    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, fresh_batches: bool = True
+    cfg: DictConfig,
+    ac: ActorCritic,
+    frames_per_batch: int,
+    device: torch.device,
+    fresh_batches: bool = True,
 ) -> Algorithm:
-    """Build the loss and its hooks for ``algo.name``. ``fresh_batches``: every batch is
-    collected with the weights of the previous update (false for an async collector)."""
+    """Build the loss and its hooks for ``algo.name`` on the learner's ``device`` (where ``ac``
+    lives). ``fresh_batches``: every batch is collected with the weights of the previous update
+    (false for an async collector)."""
     name = choose("algo.name", cfg.name, ALGORITHMS)
     if ac.recurrent and name not in SEQUENCE_ALGORITHMS:
         raise ConfigError(
@@ -346,5 +362,5 @@ def make_algorithm(
             f"algo={' or algo='.join(SEQUENCE_ALGORITHMS)}, or policy=mlp."
         )
     if name == "ppo":
-        return _make_ppo(cfg, ac, frames_per_batch, fresh_batches)
-    return {"dqn": _make_dqn, "sac": _make_sac}[name](cfg, ac, frames_per_batch)
+        return _make_ppo(cfg, ac, frames_per_batch, device, fresh_batches)
+    return {"dqn": _make_dqn, "sac": _make_sac}[name](cfg, ac, frames_per_batch, device)

@@ -10,7 +10,6 @@ the train device with ``non_blocking=True``.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,12 @@ from torchrl.data.replay_buffers.samplers import prioritized as _prioritized
 from torchrl.envs import Compose
 from torchrl.trainers import ReplayBufferTrainer
 
+from rlrun.devices import Placement
 from rlrun.errors import ConfigError, choose
 
 STORAGES = ("tensor", "memmap")
 SAMPLERS = ("random", "prioritized", "without_replacement", "slice")
-PIN_CHOICES = ("auto", "true", "false")
 TRAJ_KEY = ("collector", "traj_ids")  # written by TorchRL collectors; the slice sampler's key
-
-_warned_no_cuda = False
 
 
 class PinnedReplayBuffer(TensorDictReplayBuffer):
@@ -118,26 +115,6 @@ class PrioritizedSamplerTorch(PrioritizedSampler):
         self._max_priority = None
 
 
-def resolve_pin_memory(value: object, train_device: torch.device, storage_device: str) -> bool:
-    """``auto``: pin when training on CUDA from a CPU storage. ``true`` without CUDA: warn once,
-    go on unpinned (TorchRL would raise at the first sample)."""
-    global _warned_no_cuda
-    choice = choose("replay_buffer.pin_memory", str(value).lower(), PIN_CHOICES)
-    if torch.device(storage_device).type != "cpu":
-        return False  # samples already live on the accelerator
-    if choice == "auto":
-        return train_device.type == "cuda"
-    if choice == "true" and not torch.cuda.is_available():
-        if not _warned_no_cuda:
-            warnings.warn(
-                "replay_buffer.pin_memory=true but CUDA is not available: samples are not pinned.",
-                stacklevel=2,
-            )
-            _warned_no_cuda = True
-        return False
-    return choice == "true"
-
-
 def _sampler(cfg: DictConfig) -> Sampler:
     name = choose("replay_buffer.sampler", cfg.sampler, SAMPLERS)
     if name == "prioritized":
@@ -154,27 +131,20 @@ def _sampler(cfg: DictConfig) -> Sampler:
     return RandomSampler()
 
 
-def _storage(cfg: DictConfig, run_dir: Path, device: str):
+def _storage(cfg: DictConfig, run_dir: Path, device: torch.device):
     name = choose("replay_buffer.storage", cfg.storage, STORAGES)
-    if name == "memmap":
-        if torch.device(device).type != "cpu":
-            raise ConfigError(
-                f"replay_buffer.device={device} with storage=memmap: memmap storage lives on "
-                "disk; use replay_buffer.device=cpu or storage=tensor."
-            )
-        return LazyMemmapStorage(cfg.size, scratch_dir=run_dir / "replay_buffer", device="cpu")
+    if name == "memmap":  # on disk: the placement keeps it on the CPU
+        return LazyMemmapStorage(cfg.size, scratch_dir=run_dir / "replay_buffer", device=device)
     return LazyTensorStorage(cfg.size, device=device)
 
 
-def make_replay_buffer(
-    cfg: DictConfig, run_dir: Path, train_device: torch.device
-) -> PinnedReplayBuffer:
-    """Storage, sampler, transforms (``_target_``, user classes allowed), prefetch and pinning."""
-    device = str(train_device) if cfg.device == "auto" else cfg.device
+def make_replay_buffer(cfg: DictConfig, run_dir: Path, where: Placement) -> PinnedReplayBuffer:
+    """Storage (on ``where.replay``), sampler, transforms (``_target_``, user classes allowed),
+    prefetch and pinning (``where.pin_memory``)."""
     transforms = [instantiate(t) for t in cfg.transforms]
     return PinnedReplayBuffer(
-        pin=resolve_pin_memory(cfg.pin_memory, train_device, device),
-        storage=_storage(cfg, run_dir, device),
+        pin=where.pin_memory,
+        storage=_storage(cfg, run_dir, where.replay),
         sampler=_sampler(cfg),
         batch_size=cfg.batch_size,
         prefetch=cfg.prefetch or None,
@@ -182,6 +152,6 @@ def make_replay_buffer(
     )
 
 
-def make_replay_buffer_hook(rb: PinnedReplayBuffer, train_device: torch.device) -> ReplayBufferHook:
-    """The Trainer hook: flat transitions in, samples on the train device out."""
-    return ReplayBufferHook(rb, device=train_device)
+def make_replay_buffer_hook(rb: PinnedReplayBuffer, where: Placement) -> ReplayBufferHook:
+    """The Trainer hook: flat transitions in, samples on the learner's device out."""
+    return ReplayBufferHook(rb, device=where.learner)

@@ -30,6 +30,7 @@ from torchrl.trainers import UpdateWeights
 from torchrl.weight_update import MultiProcessWeightSyncScheme
 
 from rlrun.copying import COPYABLE_ATTR, copy_problem, declared_not_copyable
+from rlrun.devices import Placement
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError, choose
 from rlrun.policies import build_policy
@@ -43,7 +44,7 @@ def _worker_policy(
     policy_cfg: DictConfig,
     observation_spec: Composite,
     action_spec: TensorSpec,
-    device: str,
+    device: torch.device,
     exploration: TensorDictModuleBase | None,
 ) -> TensorDictModuleBase:
     """Run in each worker process: build the policy there (its weights come by weight sync).
@@ -55,12 +56,12 @@ def _worker_policy(
     policy = policy.rollout_policy("collect")
     if exploration is None:
         return policy
-    return TensorDictSequential(policy, copy.deepcopy(exploration))
+    return TensorDictSequential(policy, copy.deepcopy(exploration).to(device))
 
 
-def _worker_env(env_cfg: DictConfig, device: str, transforms: Sequence[Transform]) -> EnvBase:
-    """Run in each worker process: the env plus the policy's own transforms (primers)."""
-    env = make_env(env_cfg, device)
+def _worker_env(env_cfg: DictConfig, start_method: str, transforms: Sequence[Transform]) -> EnvBase:
+    """Run in each worker process: the (CPU) env plus the policy's own transforms (primers)."""
+    env = make_env(env_cfg, start_method=start_method)
     for transform in transforms:
         env.append_transform(transform.clone())
     return env
@@ -70,18 +71,36 @@ def _param_device(policy: torch.nn.Module) -> torch.device | None:
     return next((p.device for p in policy.parameters()), None)
 
 
-def _sync_policy(cfg: DictConfig, policy: TensorDictModule, device: torch.device) -> dict:
+def _devices(where: Placement) -> dict:
+    """Collector device arguments from the placement: CPU envs, the policy on its device, batches
+    stored on the learner's. None at all on an all-CPU run: the env's outputs are CPU tensors
+    already, and ``device="cpu"`` would cast every step's tensordict again (7% at 128 envs)."""
+    if where.all_cpu:
+        return {}
+    return {
+        "env_device": where.env,
+        "policy_device": where.collector_policy,
+        "storing_device": where.storing,
+    }
+
+
+def _sync_policy(cfg: DictConfig, policy: TensorDictModule, where: Placement) -> dict:
     """Policy and device arguments of a one-process ``Collector`` for ``policy_copy``."""
+    target = where.collector_policy
     here = _param_device(policy)
-    move = here is not None and here != device
+    move = here is not None and here != target
+    devices = _devices(where)
+    if move and not devices:  # a factory that put the parameters elsewhere: say where to run
+        devices = {"env_device": where.env, "policy_device": target, "storing_device": target}
     if cfg.policy_copy == "never":
         if move:
             raise ConfigError(
                 f"collector.policy_copy=never runs the policy in place, but its parameters are "
-                f"on {here} while collector.device={device} (from collector.device or the "
-                f"top-level device). Set collector.device={here}, or collector.policy_copy=auto."
+                f"on {here} while the collector runs it on {target} (collector.device, default: "
+                f"the top-level device). Set collector.device={here}, or "
+                "collector.policy_copy=auto."
             )
-        return {"policy": policy, "device": device}
+        return {"policy": policy, **devices}
     problem = copy_problem(policy, "deepcopy")
     if cfg.policy_copy == "always":
         if problem is not None:
@@ -89,7 +108,7 @@ def _sync_policy(cfg: DictConfig, policy: TensorDictModule, device: torch.device
                 f"collector.policy_copy=always, but the policy cannot be copied: {problem}. "
                 "Use collector.policy_copy=auto or never to run it in place."
             )
-        return {"policy": copy.deepcopy(policy).to(device), "device": device}
+        return {"policy": copy.deepcopy(policy).to(target), **devices}
     if problem is not None and declared_not_copyable(policy) is None:
         log.warning(
             "collector.policy_copy=auto: the policy cannot be copied (%s); rlrun runs it in "
@@ -100,13 +119,8 @@ def _sync_policy(cfg: DictConfig, policy: TensorDictModule, device: torch.device
             COPYABLE_ATTR,
         )
     if move and problem is not None:  # in place on its own device: the data moves instead
-        return {
-            "policy": policy,
-            "env_device": device,
-            "storing_device": device,
-            "policy_device": here,
-        }
-    return {"policy": policy, "device": device}  # TorchRL copies only for a device move
+        return {"policy": policy, **devices, "policy_device": here}
+    return {"policy": policy, **devices}  # TorchRL copies only for a device move
 
 
 def _multi_policy(
@@ -145,7 +159,7 @@ def make_collector(
     env: EnvBase,
     policy: TensorDictModule,
     total_frames: int,
-    device: str,
+    where: Placement,
     *,
     env_cfg: DictConfig,
     policy_cfg: DictConfig,
@@ -158,29 +172,23 @@ def make_collector(
 
     ``env`` serves the one-process collector; worker processes build theirs from ``env_cfg``
     (plus ``policy_transforms``) and, with ``policy_factory``, their policy from ``policy_cfg``.
-    ``traj_ids_read`` says whether the run reads trajectory ids (``collector.traj_ids=null``).
-    ``exploration`` is the module ``policy`` ends with, if any; workers that build their own
-    policy append a copy of it.
+    Devices come from ``where``. ``traj_ids_read`` says whether the run reads trajectory ids
+    (``collector.traj_ids=null``). ``exploration`` is the module ``policy`` ends with, if any;
+    workers that build their own policy append a copy of it.
     """
     kind = choose("collector.kind", cfg.kind, KINDS)
     choose("collector.policy_copy", cfg.policy_copy, POLICY_COPY)
-    device = torch.device(cfg.device or device)
-    if device.type == "cuda" and device.index is None:  # compare equal to parameters' devices
-        device = torch.device("cuda", torch.cuda.current_device())
     common = {
         "frames_per_batch": cfg.frames_per_batch,
         "total_frames": total_frames,
         "init_random_frames": cfg.init_random_frames,
         "auto_register_policy_transforms": False,  # rlrun appends the policy's primers itself
         "compile_policy": bool(policy_cfg.get("compile", False)) or None,  # torch.compile
+        "cudagraph_policy": bool(policy_cfg.get("cudagraphs", False)) or None,
     }
     if kind == "sync":
         track = traj_ids_read if cfg.traj_ids is None else cfg.traj_ids
-        placement = _sync_policy(cfg, policy, device)
-        if placement.get("device") == torch.device("cpu") and env.device is None:
-            # The env's outputs are CPU tensors already (rlrun.envs builds CPU envs without a
-            # device); device="cpu" would cast every step's tensordict again (7% at 128 envs).
-            placement["device"] = None
+        placement = _sync_policy(cfg, policy, where)
         return Collector(env, **placement, track_traj_ids=track, **common)
     if cfg.traj_ids is False:
         raise ConfigError(
@@ -195,17 +203,19 @@ def make_collector(
         factory_cfg._target_ = cfg.policy_factory
         specs = (env.observation_spec, env.full_action_spec["action"])
         worker_factory = functools.partial(
-            _worker_policy, factory_cfg, *specs, str(device), exploration
+            _worker_policy, factory_cfg, *specs, where.collector_policy, exploration
         )
         try:
             worker_factory()  # a broken factory fails here, not silently in a worker process
         except ImportError as err:
             raise ConfigError(f"collector.policy_factory={cfg.policy_factory}: {err}") from None
-    make_worker_env = functools.partial(_worker_env, env_cfg, str(device), list(policy_transforms))
+    make_worker_env = functools.partial(
+        _worker_env, env_cfg, where.env_start_method, list(policy_transforms)
+    )
     collector = KINDS[kind](
         [make_worker_env] * cfg.num_workers,
         **_multi_policy(cfg, policy, worker_factory),
-        device=device,
+        **_devices(where),
         **common,
     )
     collector.set_seed(seed)

@@ -27,7 +27,7 @@ class EnvConfig:
     backend: str = "gym_vector"  # gym_vector | gym | parallel
     num_envs: int = 8
     parallel: bool = False  # true: ``backend`` gym envs run in ParallelEnv worker processes
-    mp_start_method: str = "fork"  # fork | spawn | forkserver (ParallelEnv workers)
+    mp_start_method: str | None = None  # ParallelEnv workers; null: fork, spawn with CUDA
     max_episode_steps: int | None = None
     obs_mask: list[int] | None = None  # indices of the observation vector the agent sees
     transforms: list[Any] = field(default_factory=list)  # extra TorchRL transforms (_target_)
@@ -50,14 +50,25 @@ class PolicyConfig:
         default_factory=lambda: {"collect": False, "loss": True, "eval": False}
     )
     compile: bool = False  # torch.compile the policy the collector steps (policy.compile=true)
+    cudagraphs: bool = False  # capture the collector's policy in a CUDA graph (CUDA only)
 
 
 @dataclass
-class PPOConfig:
+class AlgoConfig:
+    """Keys of every algorithm: the update step's (read by ``rlrun/updates.py``)."""
+
+    name: str = MISSING
+    gamma: float = 0.99
+    max_grad_norm: float = 10.0
+    compile: bool = False  # torch.compile the update step (loss, backward, optimiser step)
+    cudagraphs: bool = False  # capture the update step in a CUDA graph (device=cuda only)
+
+
+@dataclass
+class PPOConfig(AlgoConfig):
     """Clipped PPO with GAE (read by ``rlrun/algorithms.py``)."""
 
     name: str = "ppo"
-    gamma: float = 0.99
     gae_lambda: float = 0.95
     clip_epsilon: float = 0.2
     entropy_coef: float = 0.01
@@ -71,11 +82,10 @@ class PPOConfig:
 
 
 @dataclass
-class DQNConfig:
+class DQNConfig(AlgoConfig):
     """DQN (read by ``rlrun/algorithms.py``)."""
 
     name: str = "dqn"
-    gamma: float = 0.99
     loss_function: str = "l2"
     double_dqn: bool = True
     eps_start: float = 1.0
@@ -85,21 +95,18 @@ class DQNConfig:
     target_update_period: int = 500  # hard: optimisation steps between target copies
     tau: float = 0.005  # soft: target += tau * (online - target), every step
     utd_ratio: float = 1.0  # optimisation steps per collected frame
-    max_grad_norm: float = 10.0
 
 
 @dataclass
-class SACConfig:
+class SACConfig(AlgoConfig):
     """SAC (read by ``rlrun/algorithms.py``)."""
 
     name: str = "sac"
-    gamma: float = 0.99
     tau: float = 0.005  # soft target update: target += tau * (online - target), every step
     alpha_init: float = 1.0  # initial entropy temperature (learned towards -|A| entropy)
     num_qvalue_nets: int = 2  # twin Q
     loss_function: str = "l2"  # Q regression: l2 | smooth_l1 | l1
     utd_ratio: float = 1.0  # optimisation steps per collected frame
-    max_grad_norm: float = 10.0
 
 
 @dataclass
@@ -110,7 +117,7 @@ class CollectorConfig:
     frames_per_batch: int = 1024
     init_random_frames: int = 0
     num_workers: int = 2
-    device: str | None = None  # default: the top-level ``device``
+    device: str | None = None  # the collector's policy; default: the top-level ``device``
     policy_copy: str = "auto"  # auto | always | never
     policy_factory: str | None = None  # multi-process: a ``_target_`` each worker calls
     traj_ids: bool | None = None  # write ("collector", "traj_ids"); null: only where read
@@ -121,7 +128,7 @@ class ReplayBufferConfig:
     """Replay buffer (read by ``rlrun/buffers.py``)."""
 
     storage: str = "tensor"  # tensor | memmap
-    device: str = "cpu"  # where the storage lives: cpu | cuda | auto (the train device)
+    device: str = "cpu"  # where the storage lives: cpu | cuda | cuda:N | auto (the learner's)
     size: int = 100000
     sampler: str = "random"  # random | prioritized | without_replacement | slice
     alpha: float = 0.6  # prioritized: priority exponent

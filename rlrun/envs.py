@@ -1,4 +1,5 @@
-"""Environments from the ``env`` config group: gymnasium envs wrapped by TorchRL.
+"""Environments from the ``env`` config group: gymnasium envs wrapped by TorchRL, on the CPU
+(``rlrun/devices.py`` says why; the collector moves their data to the policy's device).
 
 Every env gets ``StepCounter`` and ``RewardSum`` so the trainer can report episode returns and
 lengths; ``obs_mask`` hides observation entries (``cartpole_masked``); ``transforms`` appends any
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import gymnasium
 import torch
@@ -32,7 +33,6 @@ from torchrl.envs import (
 from rlrun.errors import ConfigError, choose
 
 BACKENDS = ("gym_vector", "gym")
-START_METHODS = ("fork", "spawn", "forkserver")
 
 
 class ObservationMask(ObservationTransform):
@@ -68,25 +68,20 @@ def check_env_id(env_id: str) -> None:
     raise ConfigError(f"env.id={env_id} is not a registered gymnasium env.{hint}")
 
 
-def _single_gym_env(env_id: str, kwargs: dict, device: str) -> EnvBase:
-    return GymEnv(env_id, device=device, **kwargs)
+def _single_gym_env(env_id: str, kwargs: dict) -> EnvBase:
+    # No device: gymnasium's arrays become CPU tensors anyway, and with ``device="cpu"`` TorchRL
+    # walks every step's and reset's tensordict through ``.to("cpu")`` (about 0.25 ms per step
+    # at 8 envs). The collector moves data to the policy's device (rlrun/devices.py).
+    return GymEnv(env_id, **kwargs)
 
 
-def _wrapper_device(device: str) -> str | None:
-    """The ``device`` a TorchRL gym wrapper gets. ``None`` for the CPU: gymnasium's arrays become
-    CPU tensors anyway, and with ``device="cpu"`` TorchRL still walks every step's and reset's
-    tensordict through ``.to("cpu")`` (about 0.25 ms per step at 8 envs)."""
-    return None if torch.device(device).type == "cpu" else device
-
-
-def _base_env(cfg: DictConfig, device: str, num_envs: int) -> EnvBase:
+def _base_env(cfg: DictConfig, num_envs: int, start_method: str) -> EnvBase:
     kwargs = OmegaConf.to_container(cfg.kwargs, resolve=True) or {}
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
-    make_one = functools.partial(_single_gym_env, cfg.id, kwargs, _wrapper_device(device))
+    make_one = functools.partial(_single_gym_env, cfg.id, kwargs)
     if cfg.parallel:
-        choose("env.mp_start_method", cfg.mp_start_method, START_METHODS)
-        return ParallelEnv(num_envs, make_one, mp_start_method=cfg.mp_start_method, device=device)
+        return ParallelEnv(num_envs, make_one, mp_start_method=start_method)
     choose("env.backend", cfg.backend, BACKENDS)
     if cfg.backend == "gym_vector":
         # Autoreset off: TorchRL resets finished sub-envs itself (a masked ``reset``), so the
@@ -100,16 +95,20 @@ def _base_env(cfg: DictConfig, device: str, num_envs: int) -> EnvBase:
             vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.DISABLED},
             **kwargs,
         )
-        return GymWrapper(vec, device=_wrapper_device(device))
-    return make_one() if num_envs == 1 else SerialEnv(num_envs, make_one, device=device)
+        return GymWrapper(vec)
+    return make_one() if num_envs == 1 else SerialEnv(num_envs, make_one)
 
 
 def make_env(
-    cfg: DictConfig, device: str, num_envs: int | None = None, seed: int | None = None
+    cfg: DictConfig,
+    num_envs: int | None = None,
+    seed: int | None = None,
+    start_method: str = "fork",
 ) -> TransformedEnv:
-    """Build the (batched) env: gymnasium env(s) + step counter, episode return and transforms."""
+    """Build the (batched) env on the CPU: gymnasium env(s) + step counter, episode return and
+    transforms. ``start_method``: ParallelEnv workers' (``Placement.env_start_method``)."""
     check_env_id(cfg.id)
-    env = _base_env(cfg, device, num_envs or cfg.num_envs)
+    env = _base_env(cfg, num_envs or cfg.num_envs, start_method)
     transforms = [StepCounter(), RewardSum()]
     if cfg.obs_mask is not None:
         transforms.append(ObservationMask(cfg.obs_mask))
@@ -118,8 +117,3 @@ def make_env(
     if seed is not None:
         env.set_seed(seed)
     return env
-
-
-def env_factory(cfg: DictConfig, device: str, **kwargs) -> Callable[[], TransformedEnv]:
-    """A picklable constructor of the env, for collectors that build it in worker processes."""
-    return functools.partial(make_env, cfg, device, **kwargs)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 
 class ConfigError(Exception):
-    """A user's mistake in the config or command line; printed without a traceback."""
+    """A user's mistake in the config or command line; printed without a traceback (exit 2)."""
 
 
 def choose(key: str, value: object, choices: Iterable[str]) -> str:

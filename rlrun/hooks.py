@@ -36,6 +36,7 @@ from torchrl.trainers import (
 )
 
 import rlrun
+from rlrun.devices import Placement
 from rlrun.errors import ConfigError, choose
 
 
@@ -140,16 +141,19 @@ class LinearLRAnnealing(TrainerHookBase):
     def __init__(self, optimizer: torch.optim.Optimizer, total_frames: int) -> None:
         self.optimizer = optimizer
         self.total_frames = total_frames
-        self.base_lrs = [g["lr"] for g in optimizer.param_groups]
+        self.base_lrs = [float(g["lr"]) for g in optimizer.param_groups]
         self.trainer: Trainer | None = None
 
     def __call__(self) -> None:
         frac = max(0.0, 1.0 - self.trainer.collected_frames / self.total_frames)
         for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
-            group["lr"] = base * frac
+            if isinstance(group["lr"], torch.Tensor):  # read by a captured step: keep the tensor
+                group["lr"].fill_(base * frac)
+            else:
+                group["lr"] = base * frac
 
     def log(self, batch: TensorDictBase) -> dict[str, Any]:
-        return {"train/lr": self.optimizer.param_groups[0]["lr"]}
+        return {"train/lr": float(self.optimizer.param_groups[0]["lr"])}
 
     def state_dict(self) -> dict[str, Any]:
         return {"base_lrs": self.base_lrs}
@@ -173,8 +177,7 @@ HOOK_POINTS = (
     "pre_epoch_log",
     "pre_epoch",
     "process_optim_batch",
-    "post_loss",
-    "process_loss",
+    "post_loss",  # after each optimisation step, with the loss's priorities in the batch
     "post_optim",
     "post_optim_log",
     "post_epoch_log",
@@ -194,10 +197,10 @@ class HookContext:
     trainer: Trainer
     cfg: DictConfig
     optimizer: torch.optim.Optimizer
-    policy: Any  # the rollout policy (actor)
+    policy: Any  # the evaluation policy (the actor, acting on a CPU env's data)
     make_env: Callable[[], Any]  # a fresh env, e.g. for validation rollouts
     run_dir: Path  # the run folder (memmap replay storage)
-    device: torch.device  # the train device
+    where: Placement  # the run's devices
 
 
 def _replay_buffer(ctx: HookContext) -> TrainerHookBase:
@@ -212,8 +215,8 @@ def _replay_buffer(ctx: HookContext) -> TrainerHookBase:
             f"hooks.replay_buffer: algo={ctx.cfg.algo.name} already trains from the replay "
             "buffer of the replay_buffer group; drop replay_buffer from hooks."
         )
-    buffer = make_replay_buffer(ctx.cfg.replay_buffer, ctx.run_dir, ctx.device)
-    return make_replay_buffer_hook(buffer, ctx.device)
+    buffer = make_replay_buffer(ctx.cfg.replay_buffer, ctx.run_dir, ctx.where)
+    return make_replay_buffer_hook(buffer, ctx.where)
 
 
 def _target_updater(ctx: HookContext, kind: str = "soft", **kw: Any) -> TrainerHookBase:

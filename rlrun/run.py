@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tensordict.nn import TensorDictSequential
 from torchrl.envs import EnvBase
@@ -35,6 +34,7 @@ from rlrun.checkpoints import (
 )
 from rlrun.collectors import make_collector, runs_in_place, weight_sync_hook
 from rlrun.copying import check_loss_trains_in_place
+from rlrun.devices import on_device, placement
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError
 from rlrun.evaluation import Evaluator
@@ -50,31 +50,9 @@ from rlrun.hooks import (
 from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
 from rlrun.pruning import is_pruned, register_pruning
+from rlrun.updates import UpdateStep, make_optimizer
 
 log = logging.getLogger(__name__)
-
-
-def resolve_device(name: str) -> torch.device:
-    """``cpu``, ``cuda``, ``cuda:N`` or ``auto``; CUDA must really be there (no silent fallback)."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"device={name} is not valid; use cpu, cuda, cuda:N or auto.") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(
-                f"device={name} but no CUDA device is available here; use device=cpu "
-                "(or device=auto to take CUDA only where it exists)."
-            )
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(
-                f"device={name} but only {torch.cuda.device_count()} CUDA device(s) exist."
-            )
-    elif device.type != "cpu":
-        raise ConfigError(f"device={name} is not supported; use cpu, cuda, cuda:N or auto.")
-    return device
 
 
 def seed_everything(seed: int) -> None:
@@ -111,28 +89,31 @@ def write_summary(run_dir: Path, stats: EpisodeStats, frames: int, status: str, 
 def quiet_torchrl() -> None:
     """Silence TorchRL's info chatter and deprecation notices meant for its own API users."""
     logging.getLogger("torchrl").setLevel(logging.WARNING)
+    # algo.compile: "Profiler record function ... will be ignored" for TorchRL's loss timers
+    logging.getLogger("torch._dynamo.variables.ctx_manager").setLevel(logging.ERROR)
     for message in (
-        "The 'optimizer' hook stage",
         "The 'post_loss' hook stage",  # ReplayBufferTrainer's priority updates
         "Nested TransformedEnvs",
         "total_frames .* is not exactly divisible",
+        "torch._dynamo.config.inline_inbuilt_nn_modules is deprecated",  # tensordict, compiled
     ):
         warnings.filterwarnings("ignore", message=message)
 
 
 def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Trainer:
     """The recipe: every piece built from its config group, then hooked into a TorchRL Trainer."""
-    device = resolve_device(cfg.device)
+    where = placement(cfg)  # every device of the run, decided once (rlrun/devices.py)
     hooks = parse_hooks(cfg.hooks)  # checked before anything heavy is built
     torch.set_num_threads(cfg.trainer.num_threads or 1)
     seed_everything(cfg.seed)
 
-    env = make_env(cfg.env, str(device), seed=cfg.seed)
-    ac = build_policy(cfg.policy, env.observation_spec, env.full_action_spec["action"], device)
+    env = make_env(cfg.env, seed=cfg.seed, start_method=where.env_start_method)  # on the CPU
+    action_spec = env.full_action_spec["action"]
+    ac = build_policy(cfg.policy, env.observation_spec, action_spec, where.learner)
     for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
         env.append_transform(transform)
     fresh = cfg.collector.kind != "async"  # async batches come from the previous weights
-    algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch, fresh_batches=fresh)
+    algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch, where.learner, fresh)
     policy = ac.rollout_policy("collect")  # actor (+ recurrent critic) in step mode
     if algo.exploration is not None:  # e.g. DQN's epsilon-greedy, only while collecting
         policy = TensorDictSequential(policy, algo.exploration)
@@ -141,7 +122,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         env,
         policy,
         cfg.trainer.total_frames,
-        str(device),
+        where,
         env_cfg=cfg.env,
         policy_cfg=cfg.policy,
         policy_transforms=ac.env_transforms(),  # fresh ones, for envs built in workers
@@ -151,11 +132,15 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
     )
     replay_buffer = None
     if algo.off_policy:
-        replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, device)
-    optim_kwargs = OmegaConf.to_container(cfg.optim, resolve=True)
-    anneal_lr = optim_kwargs.pop("anneal_lr")
-    optim_kwargs.update(optim_kwargs.pop("kwargs"))
-    optimizer = instantiate(optim_kwargs, params=list(algo.loss.parameters()))
+        replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, where)
+    optimizer = make_optimizer(cfg.optim, algo.loss, where, cfg.algo.get("cudagraphs", False))
+    update = UpdateStep(
+        algo.loss,
+        optimizer,
+        algo.max_grad_norm,
+        compile=cfg.algo.get("compile", False),
+        cudagraphs=cfg.algo.get("cudagraphs", False),
+    )
     logger = make_logger(cfg.logger, run_dir, exp_name=run_dir.name)
     logger.log_hparams(cfg)
 
@@ -167,9 +152,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         num_epochs=algo.num_epochs,
         loss_module=algo.loss,
         optimizer=optimizer,
+        optimization_stepper=update,  # loss, backward, clip, step (rlrun/updates.py)
         logger=logger,
-        clip_grad_norm=True,
-        clip_norm=algo.max_grad_norm,
         progress_bar=cfg.trainer.progress_bar,
         log_interval=cfg.trainer.log_every_frames,
         auto_log_optim_steps=False,
@@ -178,19 +162,20 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         **trainer_checkpoint_kwargs(cfg, run_dir),
     )
     if replay_buffer is not None:
-        make_replay_buffer_hook(replay_buffer, device).register(trainer)
+        make_replay_buffer_hook(replay_buffer, where).register(trainer)
     for hook in [*algo.hooks, stats, LossLog()]:
         hook.register(trainer)
     if runs_in_place(collector, policy):
         check_loss_trains_in_place(algo.loss, policy)
     else:
         weight_sync_hook(collector, policy).register(trainer)
-    if anneal_lr:
+    if cfg.optim.anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
-    eval_env = eval_env_factory(cfg, ac, device)
-    eval_policy = ac.rollout_policy("eval")  # the actor in the eval phase's recurrent mode
+    eval_env = eval_env_factory(cfg, ac)
+    # the actor in the eval phase's recurrent mode, on the learner, stepping a CPU env
+    eval_policy = on_device(ac.rollout_policy("eval"), where.eval_policy)
     register_config_hooks(
-        hooks, HookContext(trainer, cfg, optimizer, eval_policy, eval_env, run_dir, device)
+        hooks, HookContext(trainer, cfg, optimizer, eval_policy, eval_env, run_dir, where)
     )
     if cfg.eval.every_frames:
         on_result = functools.partial(setattr, stats, "eval_return_last")
@@ -199,8 +184,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
     return trainer
 
 
-def eval_env_factory(cfg: DictConfig, ac, device: torch.device) -> Callable[..., EnvBase]:
-    """A fresh env of ``num_envs`` sub-envs in this process for evaluation (its own seed),
+def eval_env_factory(cfg: DictConfig, ac) -> Callable[..., EnvBase]:
+    """A fresh CPU env of ``num_envs`` sub-envs in this process for evaluation (its own seed),
     rendering ``pixels`` on request."""
 
     def make(pixels: bool = False, num_envs: int = 1) -> EnvBase:
@@ -209,7 +194,7 @@ def eval_env_factory(cfg: DictConfig, ac, device: torch.device) -> Callable[...,
             pixel_kwargs = {"from_pixels": True, "pixels_only": False}
             env_cfg = OmegaConf.merge(env_cfg, {"backend": "gym"})
             env_cfg.kwargs = {**env_cfg.kwargs, **pixel_kwargs}
-        env = make_env(env_cfg, str(device), num_envs=num_envs, seed=cfg.seed + 1)
+        env = make_env(env_cfg, num_envs=num_envs, seed=cfg.seed + 1)
         for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
             env.append_transform(transform)
         return env

@@ -62,6 +62,45 @@ def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
+def compose(*overrides: str):
+    """The config ``rlrun OVERRIDES`` would run (Hydra's compose API, rlrun's schemas), with
+    the ``hydra`` node set up for code that reads it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from rlrun.config import register_configs
+
+    GlobalHydra.instance().clear()
+    register_configs()
+    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
+        return hydra_compose(
+            config_name="config", overrides=list(overrides), return_hydra_config=True
+        )
+
+
+def cpu_placement(**changes):
+    """An all-CPU ``Placement`` (what ``device=cpu`` gives), for builders tested on their own."""
+    import dataclasses
+
+    from rlrun.devices import Placement
+
+    return dataclasses.replace(Placement.on_cpu(), **changes)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """``@pytest.mark.cuda`` tests run where CUDA is (``pytest -m cuda`` on a GPU machine) and
+    are skipped, saying so, everywhere else."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path

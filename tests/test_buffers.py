@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import compose, cpu_placement
 from omegaconf import OmegaConf
 from tensordict import TensorDict, TensorDictBase
 
-from rlrun import buffers
 from rlrun.buffers import PinnedReplayBuffer, make_replay_buffer, make_replay_buffer_hook
 from rlrun.config import ReplayBufferConfig
+from rlrun.devices import placement
 from rlrun.errors import ConfigError
 
 N = 64
@@ -46,45 +46,22 @@ def leaves(td: TensorDictBase) -> list[torch.Tensor]:
     return list(td.values(include_nested=True, leaves_only=True))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_samples_pinned_after_device_none_transform(tmp_path: Path) -> None:
     cfg = rb_cfg(
         pin_memory="true",
         sampler="prioritized",
         transforms=[{"_target_": f"{__name__}.DropDevice"}],
     )
-    rb = make_replay_buffer(cfg, tmp_path, torch.device("cuda"))
+    where = placement(compose("device=cuda", "replay_buffer.pin_memory=true"))
+    rb = make_replay_buffer(cfg, tmp_path, where)
     rb.extend(transitions())
     sample = rb.sample()
     assert "obs_scaled" in sample.keys()
     assert all(t.is_pinned() for t in leaves(sample)), "every tensor, info keys included"
-    moved = make_replay_buffer_hook(rb, torch.device("cuda")).sample(None)
+    moved = make_replay_buffer_hook(rb, where).sample(None)
     assert all(t.device.type == "cuda" for t in leaves(moved))
     torch.testing.assert_close(moved["obs_scaled"], moved["observation"] * 2)
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only fallback")
-def test_pin_true_without_cuda_warns_once_and_samples(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(buffers, "_warned_no_cuda", False)
-    cfg = rb_cfg(pin_memory="true", transforms=[{"_target_": f"{__name__}.DropDevice"}])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        rbs = [make_replay_buffer(cfg, tmp_path, torch.device("cpu")) for _ in range(2)]
-    assert sum("pin_memory=true" in str(w.message) for w in caught) == 1
-    for rb in rbs:
-        assert rb.pin is False
-        rb.extend(transitions())
-        sample = rb.sample()  # TorchRL's own pin_memory=True raises here on a CPU-only build
-        torch.testing.assert_close(sample["obs_scaled"], sample["observation"] * 2)
-
-
-def test_pin_auto_follows_train_device() -> None:
-    assert buffers.resolve_pin_memory("auto", torch.device("cpu"), "cpu") is False
-    assert buffers.resolve_pin_memory("auto", torch.device("cuda"), "cpu") is True
-    assert buffers.resolve_pin_memory("False", torch.device("cuda"), "cpu") is False
-    assert buffers.resolve_pin_memory("true", torch.device("cuda"), "cuda") is False
-    with pytest.raises(ConfigError, match="replay_buffer.pin_memory=yes"):
-        buffers.resolve_pin_memory("yes", torch.device("cpu"), "cpu")
 
 
 class RecordPinInput(PinnedReplayBuffer):
@@ -111,10 +88,10 @@ def test_pinning_step_sees_the_transformed_sample() -> None:
 
 def test_prioritized_updates_priorities_and_favours_high_error(tmp_path) -> None:
     rb = make_replay_buffer(
-        rb_cfg(sampler="prioritized", batch_size=512), tmp_path, torch.device("cpu")
+        rb_cfg(sampler="prioritized", batch_size=512), tmp_path, cpu_placement()
     )
     rb.extend(transitions())
-    hook = make_replay_buffer_hook(rb, torch.device("cpu"))
+    hook = make_replay_buffer_hook(rb, cpu_placement())
     before = rb.sampler._sum_tree[torch.arange(N)].clone()
     sample = hook.sample(None)
     counts_before = torch.bincount(sample["index"], minlength=N)
@@ -128,7 +105,7 @@ def test_prioritized_updates_priorities_and_favours_high_error(tmp_path) -> None
 
 
 def test_slice_sampler_keeps_each_slice_in_one_trajectory(tmp_path) -> None:
-    rb = make_replay_buffer(rb_cfg(sampler="slice", slice_len=4), tmp_path, torch.device("cpu"))
+    rb = make_replay_buffer(rb_cfg(sampler="slice", slice_len=4), tmp_path, cpu_placement())
     data = transitions()
     data["collector", "traj_ids"] = torch.arange(N) // 8  # 8 trajectories of 8 steps
     rb.extend(data)
@@ -138,7 +115,7 @@ def test_slice_sampler_keeps_each_slice_in_one_trajectory(tmp_path) -> None:
 
 
 def test_memmap_storage_lives_under_run_folder(tmp_path) -> None:
-    rb = make_replay_buffer(rb_cfg(storage="memmap"), tmp_path, torch.device("cpu"))
+    rb = make_replay_buffer(rb_cfg(storage="memmap"), tmp_path, cpu_placement())
     rb.extend(transitions())
     assert list((tmp_path / "replay_buffer").rglob("*.memmap"))
 
@@ -153,4 +130,4 @@ def test_memmap_storage_lives_under_run_folder(tmp_path) -> None:
 )
 def test_bad_config_names_the_key(tmp_path, overrides, message) -> None:
     with pytest.raises(ConfigError, match=message):
-        make_replay_buffer(rb_cfg(**overrides), tmp_path, torch.device("cpu"))
+        make_replay_buffer(rb_cfg(**overrides), tmp_path, cpu_placement())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import RLRUN, TINY, csv_series, run_dirs, run_rlrun, summary
+from conftest import RLRUN, TINY, cpu_placement, csv_series, run_dirs, run_rlrun, summary
 from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def test_copy_probe_names_the_culprit_and_leaves_the_policy_intact(monkeypatch) 
     from rlrun.envs import make_env
     from rlrun.policies import make_actor_critic
 
-    env = make_env(OmegaConf.structured(EnvConfig(num_envs=2)), "cpu")
+    env = make_env(OmegaConf.structured(EnvConfig(num_envs=2)))
     specs = {
         "observation_spec": env.observation_spec,
         "action_spec": env.full_action_spec["action"],
@@ -87,7 +87,7 @@ def test_loss_must_train_the_policy_the_collector_runs_in_place() -> None:
     from rlrun.errors import ConfigError
     from rlrun.policies import make_actor_critic
 
-    env = make_env(OmegaConf.structured(EnvConfig(num_envs=2)), "cpu")
+    env = make_env(OmegaConf.structured(EnvConfig(num_envs=2)))
     ac = make_actor_critic(
         observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
     )
@@ -104,16 +104,17 @@ def test_trajectory_ids_are_written_only_where_read() -> None:
     from rlrun.policies import make_actor_critic
 
     env_cfg = OmegaConf.structured(EnvConfig(num_envs=2))
-    env = make_env(env_cfg, "cpu")
+    env = make_env(env_cfg)
     actor = make_actor_critic(
         observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
     ).actor
     policy_cfg = OmegaConf.structured(PolicyConfig())
+    where = cpu_placement()
 
     def first_batch(traj_ids: bool | None, read: bool):
         cfg = OmegaConf.structured(CollectorConfig(frames_per_batch=16, traj_ids=traj_ids))
         collector = make_collector(
-            cfg, env, actor, 16, "cpu", env_cfg=env_cfg, policy_cfg=policy_cfg, traj_ids_read=read
+            cfg, env, actor, 16, where, env_cfg=env_cfg, policy_cfg=policy_cfg, traj_ids_read=read
         )
         batch = next(iter(collector))
         collector.shutdown()
@@ -125,7 +126,7 @@ def test_trajectory_ids_are_written_only_where_read() -> None:
     assert traj in first_batch(True, read=False).keys(True)  # asked for explicitly
     cfg = OmegaConf.structured(CollectorConfig(kind="async", traj_ids=False))
     with pytest.raises(ConfigError, match="only collector=sync can skip them"):
-        make_collector(cfg, env, actor, 16, "cpu", env_cfg=env_cfg, policy_cfg=policy_cfg)
+        make_collector(cfg, env, actor, 16, where, env_cfg=env_cfg, policy_cfg=policy_cfg)
 
 
 def test_uncopyable_policy_trains_in_place_with_one_warning(workdir: Path) -> None:
@@ -231,7 +232,7 @@ def test_async_collector_completes_a_tiny_run(workdir: Path) -> None:
     assert result["status"] == "completed" and result["frames"] >= 1024
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_never_copy_across_devices_names_the_disagreeing_settings(workdir: Path) -> None:
     proc = run_rlrun(
         "+experiment=ppo", *TINY, "device=cuda", "collector.device=cpu",

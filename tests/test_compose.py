@@ -6,20 +6,10 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_module
-from hydra.core.global_hydra import GlobalHydra
+from conftest import compose
 from omegaconf import OmegaConf
 
-from rlrun.config import register_configs
-
 PRESETS = sorted(p.name[:-5] for p in files("rlrun.conf").joinpath("experiment").iterdir())
-
-
-def _compose(overrides: list[str]):
-    GlobalHydra.instance().clear()
-    register_configs()
-    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
-        return compose(config_name="config", overrides=overrides, return_hydra_config=True)
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -29,7 +19,7 @@ def test_preset_composes_and_builds(preset, tmp_path: Path):
     from rlrun.hooks import EpisodeStats
     from rlrun.run import build_trainer
 
-    cfg = _compose([f"+experiment={preset}", "trainer.progress_bar=false", "logger=none"])
+    cfg = compose(f"+experiment={preset}", "trainer.progress_bar=false", "logger=none")
     HydraConfig.instance().set_config(cfg)
     OmegaConf.set_struct(cfg, False)
     del cfg["hydra"]
@@ -43,4 +33,4 @@ def test_preset_composes_and_builds(preset, tmp_path: Path):
 
 def test_schema_rejects_unknown_yaml_key():
     with pytest.raises(Exception, match="total_frame"):
-        _compose(["trainer.total_frame=1"])
+        compose("trainer.total_frame=1")

@@ -22,6 +22,8 @@ from rlrun.envs import make_env
 from rlrun.errors import ConfigError
 from rlrun.policies import ActorCritic, RecurrentScope, make_actor_critic, recurrent_modes
 
+CPU = torch.device("cpu")
+
 CONF = Path(__file__).resolve().parents[1] / "rlrun" / "conf"
 OBS = Composite(observation=Unbounded(shape=(3,)))
 ACTION = Categorical(2)
@@ -39,7 +41,7 @@ def masked_cartpole(num_envs: int = 4):
     cfg = OmegaConf.merge(
         {"parallel": False, "max_episode_steps": None, "transforms": [], "kwargs": {}}, cfg
     )
-    return make_env(cfg, "cpu", num_envs=num_envs, seed=0)
+    return make_env(cfg, num_envs=num_envs, seed=0)
 
 
 def random_sequences(ac, batch: int, steps: int, resets: list[tuple[int, int]]) -> TensorDict:
@@ -154,7 +156,7 @@ def test_collected_and_recomputed_log_probs_agree(kind: str) -> None:
         assert (batch[key][is_init] == 0).all()
         later = ~is_init[:, 1:]
         assert torch.equal(batch[key][:, 1:][later], batch["next", key][:, :-1][later])
-    algo = make_algorithm(algo_cfg(minibatch_size=64, sequence_length=16), ac, batch.numel())
+    algo = make_algorithm(algo_cfg(minibatch_size=64, sequence_length=16), ac, batch.numel(), CPU)
     hook = algo.hooks[0]
     hook.process_batch(batch)  # GAE in sequence mode, slicing, then the guard
     assert hook.check["logprob_error_max"] < 1e-5
@@ -174,7 +176,7 @@ def test_collected_and_recomputed_log_probs_agree(kind: str) -> None:
 
 def test_log_prob_guard_stops_the_run() -> None:
     ac, batch = collected_batch("lstm")
-    algo = make_algorithm(algo_cfg(minibatch_size=64), ac, batch.numel())
+    algo = make_algorithm(algo_cfg(minibatch_size=64), ac, batch.numel(), CPU)
     batch["action_log_prob"] = batch["action_log_prob"] + 0.1  # a policy that does not replay
     with pytest.raises(ConfigError, match="algo.logprob_check_tol"):
         algo.hooks[0].process_batch(batch)
@@ -186,7 +188,9 @@ def test_log_prob_guard_stops_the_run() -> None:
 )
 def test_bad_sequence_length_is_a_config_error(length: int, message: str) -> None:
     ac, batch = collected_batch("lstm")
-    algo = make_algorithm(algo_cfg(minibatch_size=64, sequence_length=length), ac, batch.numel())
+    algo = make_algorithm(
+        algo_cfg(minibatch_size=64, sequence_length=length), ac, batch.numel(), CPU
+    )
     with pytest.raises(ConfigError, match=message):
         algo.hooks[0].process_batch(batch)
 
@@ -195,7 +199,7 @@ def test_loss_mode_off_is_rejected_by_ppo() -> None:
     ac = make_actor_critic(observation_spec=OBS, action_spec=ACTION, kind="lstm")
     ac.recurrent_mode = recurrent_modes({"loss": False})
     with pytest.raises(ConfigError, match="policy.recurrent_mode.loss=false"):
-        make_algorithm(algo_cfg(), ac, 1024)
+        make_algorithm(algo_cfg(), ac, 1024, CPU)
 
 
 @pytest.mark.parametrize("algo", sorted(set(ALGORITHMS) - set(SEQUENCE_ALGORITHMS)) or [None])

@@ -1,0 +1,197 @@
+"""Where each part of a run lives: one rule, from the config to a :class:`Placement`.
+
+Every builder takes its device from the placement; no other module of rlrun decides one. The rule
+follows TorchRL's own recipes:
+
+- gymnasium envs live on the CPU, in this process and in collector workers (TorchRL's gym wrapper
+  on CUDA breaks on partial resets: it calls ``.numpy()`` on the CUDA ``_reset`` mask);
+- the collector runs its policy on ``collector.device`` (default: the top-level ``device``) and
+  stores each batch on the learner's device, moving every step with ``non_blocking=True``;
+- the learner (loss, optimiser, PPO's minibatches) lives on ``device``;
+- off-policy storage lives on ``replay_buffer.device`` (default ``cpu``); samples are pinned after
+  the transforms and copied to the learner with ``non_blocking=True``;
+- evaluation steps a CPU env with the learner's policy (:class:`OnDevice` moves the data).
+
+``placement`` is pure (it reads the config and the number of CUDA devices, which tests pass in),
+so the rule is tested on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+from omegaconf import DictConfig
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+
+from rlrun.errors import ConfigError, choose
+
+CPU = torch.device("cpu")
+START_METHODS = ("fork", "spawn", "forkserver")
+_warned_pin_without_cuda = False
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The device of each part of a run (see the module docstring for the rule)."""
+
+    learner: torch.device  # loss, optimiser, PPO minibatch storage; batches reach the loss here
+    collector_policy: torch.device  # the policy the collector steps (in every worker too)
+    storing: torch.device  # where the collector writes batches
+    replay: torch.device  # the off-policy replay storage
+    pin_memory: bool  # pin replay samples before their non-blocking copy to the learner
+    eval_policy: torch.device  # evaluation runs the learner's own policy
+    env_start_method: str  # ParallelEnv workers (env.parallel=true): spawn once CUDA is involved
+    env: torch.device = CPU  # gymnasium envs, everywhere (training, workers, evaluation)
+
+    @classmethod
+    def on_cpu(cls) -> Placement:
+        """Everything on the CPU: what ``device=cpu`` gives (for building parts in a script)."""
+        return cls(
+            learner=CPU,
+            collector_policy=CPU,
+            storing=CPU,
+            replay=CPU,
+            pin_memory=False,
+            eval_policy=CPU,
+            env_start_method="fork",
+        )
+
+    @property
+    def uses_cuda(self) -> bool:
+        return any(d.type == "cuda" for d in (self.learner, self.collector_policy, self.replay))
+
+    @property
+    def all_cpu(self) -> bool:
+        return not self.uses_cuda
+
+
+def parse_device(key: str, name: str, cuda_devices: int) -> torch.device:
+    """``cpu``, ``cuda``, ``cuda:N`` or ``auto`` -> a device with an index where it has one.
+
+    CUDA must really be there (no silent fallback); ``cuda`` means ``cuda:0`` (pick a GPU with
+    ``CUDA_VISIBLE_DEVICES`` or ``cuda:N``), so it compares equal to parameters' devices.
+    """
+    if name == "auto":
+        return torch.device("cuda", 0) if cuda_devices else CPU
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"{key}={name} is not valid; use cpu, cuda, cuda:N or auto.") from None
+    if device.type == "cpu":
+        return CPU
+    if device.type != "cuda":
+        raise ConfigError(f"{key}={name} is not supported; use cpu, cuda, cuda:N or auto.")
+    if not cuda_devices:
+        raise ConfigError(
+            f"{key}={name} but no CUDA device is available here; use {key}=cpu "
+            f"(or {key}=auto to take CUDA only where it exists)."
+        )
+    index = device.index or 0
+    if index >= cuda_devices:
+        raise ConfigError(
+            f"{key}={name} but only {cuda_devices} CUDA device(s) exist here "
+            f"(cuda:0 to cuda:{cuda_devices - 1})."
+        )
+    return torch.device("cuda", index)
+
+
+def _pin_memory(value: object, learner: torch.device, replay: torch.device, cuda: bool) -> bool:
+    """``auto``: pin when a CUDA learner samples a CPU storage. ``true`` without CUDA: warn
+    once, go on unpinned (TorchRL would raise at the first sample)."""
+    global _warned_pin_without_cuda
+    choice = choose("replay_buffer.pin_memory", str(value).lower(), ("auto", "true", "false"))
+    if replay.type != "cpu":
+        return False  # samples already live on the accelerator
+    if choice == "auto":
+        return learner.type == "cuda"
+    if choice == "true" and not cuda:
+        if not _warned_pin_without_cuda:
+            warnings.warn(
+                "replay_buffer.pin_memory=true but CUDA is not available: samples are not pinned.",
+                stacklevel=3,
+            )
+            _warned_pin_without_cuda = True
+        return False
+    return choice == "true"
+
+
+def _check_cudagraphs(key: str, cfg: DictConfig, device: torch.device, runs: str) -> None:
+    if cfg.get("cudagraphs", False) and device.type != "cuda":
+        raise ConfigError(
+            f"{key}.cudagraphs=true captures {runs} in a CUDA graph, but it runs on {device}; "
+            f"set device=cuda (or {key}.cudagraphs=false; {key}.compile=true works on the CPU too)."
+        )
+
+
+def placement(cfg: DictConfig, cuda_devices: int | None = None) -> Placement:
+    """The one placement rule: the run's config -> the device of every part.
+
+    ``cuda_devices``: how many CUDA devices this process sees (default: ask torch, which does not
+    initialise CUDA for it). Raises ConfigError for a device that is not there or a combination
+    that cannot work, before anything is built.
+    """
+    if cuda_devices is None:
+        cuda_devices = torch.cuda.device_count()
+    learner = parse_device("device", cfg.device, cuda_devices)
+    collector_policy = learner
+    if cfg.collector.device is not None:
+        collector_policy = parse_device("collector.device", cfg.collector.device, cuda_devices)
+    rb = cfg.replay_buffer
+    if rb.device == "auto":
+        replay = learner
+    else:
+        replay = parse_device("replay_buffer.device", rb.device, cuda_devices)
+    if rb.storage == "memmap" and replay.type != "cpu":
+        raise ConfigError(
+            f"replay_buffer.device={rb.device} with replay_buffer.storage=memmap: memmap storage "
+            "lives on disk; use replay_buffer.device=cpu (samples still reach the learner on "
+            f"{learner}) or replay_buffer.storage=tensor."
+        )
+    cuda = any(d.type == "cuda" for d in (learner, collector_policy, replay))
+    start_method = cfg.env.mp_start_method
+    if start_method is None:
+        start_method = "spawn" if cuda else "fork"
+    choose("env.mp_start_method", start_method, START_METHODS)
+    if cuda and start_method == "fork" and cfg.env.parallel:
+        raise ConfigError(
+            "env.mp_start_method=fork with CUDA in the run: a process forked after CUDA starts "
+            "is unsafe; use env.mp_start_method=spawn (or null, which picks it)."
+        )
+    _check_cudagraphs("algo", cfg.algo, learner, "the update step")
+    _check_cudagraphs("policy", cfg.policy, collector_policy, "the collector's policy")
+    return Placement(
+        learner=learner,
+        collector_policy=collector_policy,
+        storing=learner,
+        replay=replay,
+        pin_memory=_pin_memory(rb.pin_memory, learner, replay, cuda_devices > 0),
+        eval_policy=learner,
+        env_start_method=start_method,
+    )
+
+
+class OnDevice(TensorDictModuleBase):
+    """Run ``module`` on ``device`` for an env on the CPU: inputs go there, outputs come back.
+
+    Evaluation and validation rollouts step a CPU env with the learner's own policy; the
+    collector does the same moves itself (``policy_device``/``env_device``).
+    """
+
+    def __init__(self, module: TensorDictModuleBase, device: torch.device) -> None:
+        super().__init__()
+        self.module = module
+        self.device = device
+        self.in_keys = module.in_keys
+        self.out_keys = module.out_keys
+
+    def forward(self, tensordict: TensorDictBase, *args, **kwargs) -> TensorDictBase:
+        out = self.module(tensordict.to(self.device, non_blocking=True), *args, **kwargs)
+        return tensordict.update(out.to(CPU))
+
+
+def on_device(module: TensorDictModuleBase, device: torch.device) -> TensorDictModuleBase:
+    """``module`` itself on the CPU; elsewhere, wrapped to act on a CPU env's data."""
+    return module if device.type == "cpu" else OnDevice(module, device)
