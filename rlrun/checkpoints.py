@@ -23,9 +23,11 @@ import os
 import pickle
 import shutil
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 from torchrl.checkpoint import Checkpoint, CheckpointError, CheckpointRotation, GlobalRNGState
 from torchrl.trainers import Trainer
@@ -38,11 +40,35 @@ CHECKPOINT_DIR = "checkpoints"
 PREFIX = "checkpoint"
 BEST = "best"
 NEVER = 2**62
+log = logging.getLogger(__name__)
 
 
 def composed_config(cfg: DictConfig) -> dict[str, Any]:
     """The run's config as plain JSON values, secrets removed (stored in each manifest)."""
     return redact_secrets(OmegaConf.to_container(cfg, resolve=True))
+
+
+class RNGState(GlobalRNGState):
+    """TorchRL's global RNG state, restorable on another kind of machine.
+
+    A run saved on a GPU holds the CUDA generators' state; resumed with ``device=cpu`` where no
+    CUDA exists, TorchRL refuses ("CUDA RNG state but CUDA is unavailable"). The CPU, NumPy and
+    Python generators are restored as saved; accelerator generators only where this process
+    has the same ones (otherwise they keep the seed's state, which is logged).
+    """
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        state = dict(state_dict)
+        cuda = state.get("torch_cuda")
+        if cuda is not None and len(cuda) != torch.cuda.device_count():
+            log.info(
+                "checkpoint holds the RNG state of %d CUDA device(s), this process sees %d: "
+                "CUDA generators keep their seeded state",
+                len(cuda),
+                torch.cuda.device_count(),
+            )
+            del state["torch_cuda"]
+        super().load_state_dict(state)
 
 
 def trainer_checkpoint_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
@@ -59,7 +85,7 @@ def trainer_checkpoint_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         return {"save_trainer_interval": NEVER}
     config = composed_config(cfg)
     return {
-        "checkpoint": Checkpoint(rng=GlobalRNGState()),
+        "checkpoint": Checkpoint(rng=RNGState()),
         "checkpoint_rotation": CheckpointRotation(
             run_dir / CHECKPOINT_DIR, keep_last=ckpt.keep, prefix=PREFIX
         ),
@@ -73,7 +99,7 @@ def checkpoint_components(trainer: Trainer) -> dict[str, Any]:
     """Everything a checkpoint restores, by name: the Trainer's own set plus the RNG state."""
     checkpoint = trainer.checkpoint or trainer._sync_checkpoint_components(Checkpoint())
     components = dict(checkpoint.components)
-    components.setdefault("rng", GlobalRNGState())
+    components.setdefault("rng", RNGState())
     return components
 
 

@@ -6,6 +6,7 @@ the process would see). The CUDA runs themselves are in test_cuda.py (``pytest -
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from pathlib import Path
@@ -163,6 +164,41 @@ def test_on_device_moves_inputs_there_and_outputs_back() -> None:
     assert out is td and out["action"].device == CPU and seen == [CPU]
     assert torch.equal(out["action"], torch.full((3, 1), 4.0))
     assert devices.on_device(module, CPU) is module  # nothing to move on a CPU run
+
+
+def _as_saved_on_cuda(checkpoint: Path) -> None:
+    """Rewrite a CPU checkpoint as a run on ``cuda:0`` writes it: every tensor recorded on
+    ``cuda:0`` (schemas and tensor metadata) and the CUDA generators' RNG state added."""
+    for schema in checkpoint.glob("components/*/state.json"):
+        schema.write_text(schema.read_text().replace('"device":"cpu"', '"device":"cuda:0"'))
+    for meta in checkpoint.glob("components/*/state/meta.json"):
+        entries = json.loads(meta.read_text())
+        for entry in entries.values():
+            if isinstance(entry, dict) and "device" in entry:
+                entry["device"] = "cuda:0"
+        meta.write_text(json.dumps(entries))
+    (rng,) = checkpoint.glob("components/*-rng/state.json")
+    state = json.loads(rng.read_text())
+    generator = {"kind": "tensor", "key": "tensor_00000000", "device": "cpu"}
+    state["items"].append(
+        [{"kind": "value", "value": "torch_cuda"}, {"kind": "list", "items": [generator]}]
+    )
+    rng.write_text(json.dumps(state))
+
+
+def test_run_saved_on_cuda_resumes_on_cpu(workdir: Path) -> None:
+    """A checkpoint as a CUDA run writes it resumes with ``device=cpu`` on a machine with no GPU
+    (TorchRL alone refuses: "Checkpoint contains CUDA RNG state but CUDA is unavailable")."""
+    dqn = ["+experiment=dqn", "collector.frames_per_batch=128", "collector.init_random_frames=128",
+           "trainer.progress_bar=false"]  # fmt: skip
+    run_rlrun(*dqn, "trainer.total_frames=256", cwd=workdir)
+    run = run_dirs(workdir)[0]
+    (checkpoint,) = (run / "checkpoints").glob("checkpoint-*")
+    _as_saved_on_cuda(checkpoint)
+    proc = run_rlrun(f"resume={run}", "device=cpu", "trainer.total_frames=512", cwd=workdir)
+    assert "Traceback" not in proc.stderr
+    result = summary(run)
+    assert result["status"] == "completed" and result["frames"] == 512
 
 
 def test_tiny_run_on_cpu_through_the_placement(workdir: Path) -> None:
