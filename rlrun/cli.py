@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.config import register_configs
-from rlrun.errors import ConfigError, describe_config_error
+from rlrun.errors import ConfigError, RunError, describe_config_error
 
 # rlrun's presets rlrun/conf/hydra/launcher/joblib.yaml, hydra/sweeper/basic.yaml, ... share the
 # plugins' names on purpose (the plugin's dataclass validates them); Hydra warns about it on each
@@ -77,10 +77,10 @@ def _hydra_main(cfg: DictConfig) -> float | None:
             # the sweep goes on with the other jobs and lists the failed ones at the end
             logging.getLogger("rlrun").error(f"job stopped: {type(err).__name__}: {err}")
             raise
-        if not isinstance(err, ConfigError):
+        if not isinstance(err, ConfigError | RunError):
             raise
         print(f"rlrun: error: {err}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(2 if isinstance(err, ConfigError) else 1)
 
 
 def _override_key(arg: str) -> str:

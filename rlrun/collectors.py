@@ -17,7 +17,9 @@ from __future__ import annotations
 import copy
 import functools
 import logging
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from omegaconf import DictConfig
@@ -32,7 +34,7 @@ from torchrl.weight_update import MultiProcessWeightSyncScheme
 from rlrun.copying import COPYABLE_ATTR, copy_problem, declared_not_copyable
 from rlrun.devices import Placement
 from rlrun.envs import make_env
-from rlrun.errors import ConfigError, choose
+from rlrun.errors import ConfigError, RunError, choose
 from rlrun.policies import build_policy
 
 KINDS = {"sync": Collector, "multi_sync": MultiSyncCollector, "async": MultiAsyncCollector}
@@ -222,6 +224,22 @@ def make_collector(
     if worker_factory is not None:  # workers start from the trained policy's weights
         collector.update_policy_weights_(TensorDict.from_module(policy).data)
     return collector
+
+
+@contextmanager
+def worker_failures() -> Iterator[None]:
+    """A worker process that dies ends the run with one line (TorchRL raises a bare
+    RuntimeError; the worker printed its own traceback). The collector is shut down after."""
+    try:
+        yield
+    except RuntimeError as err:
+        found = re.search(r"worker (\d+) \(exit code (-?\d+)\)", str(err))
+        if "process failed" not in str(err) or found is None:
+            raise
+        raise RunError(
+            f"collector worker {found[1]} died (exit code {found[2]}); its traceback is above. "
+            "The run stopped; checkpoints saved before are kept (resume= continues from them)."
+        ) from None
 
 
 def runs_in_place(collector: BaseCollector, policy: torch.nn.Module) -> bool:

@@ -10,6 +10,11 @@ class ConfigError(Exception):
     """A user's mistake in the config or command line; printed without a traceback (exit 2)."""
 
 
+class RunError(Exception):
+    """A run stopped by something outside rlrun's control (a collector worker process died);
+    printed in one line without a traceback (exit 1), the cause's own traceback is above."""
+
+
 def choose(key: str, value: object, choices: Iterable[str]) -> str:
     """Return ``value`` if it is one of ``choices``, else raise a ConfigError listing them."""
     options = sorted(str(c) for c in choices)

@@ -32,7 +32,7 @@ from rlrun.checkpoints import (
     load_checkpoint,
     trainer_checkpoint_kwargs,
 )
-from rlrun.collectors import make_collector, runs_in_place, weight_sync_hook
+from rlrun.collectors import make_collector, runs_in_place, weight_sync_hook, worker_failures
 from rlrun.copying import check_loss_trains_in_place
 from rlrun.devices import on_device, placement
 from rlrun.envs import make_env
@@ -259,7 +259,7 @@ def run_job(cfg: DictConfig) -> float | None:
             load_checkpoint(trainer, checkpoint, saver)
             continue_progress_bar(trainer)
             log.info("resumed from %s at %d frames", checkpoint, trainer.collected_frames)
-        with stop_on_signals(trainer) as signals:
+        with stop_on_signals(trainer) as signals, worker_failures():
             trainer.train()
             if saver is not None:
                 saver.save_final()

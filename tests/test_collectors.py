@@ -190,6 +190,28 @@ def test_multi_sync_refuses_unpicklable_policy_before_any_process(workdir: Path)
     assert _leftovers(proc.pid) == []
 
 
+def test_a_dying_worker_ends_the_run_with_one_line_and_no_leftovers(workdir: Path) -> None:
+    proc = subprocess.Popen(
+        [RLRUN, "+experiment=ppo", *TINY, "collector=multi_sync",
+         "+env.transforms=[{_target_: worker_faults.FailInWorker}]"],
+        cwd=workdir,
+        env={**os.environ, **USER_PATH},
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    _, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 1, stderr
+    assert "RuntimeError: env broke in a worker" in stderr  # the worker's own traceback
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("rlrun: error: collector worker ") and "died (exit code 1)" in last
+    assert "Error executing job" not in stderr  # no traceback of the main process
+    assert _leftovers(proc.pid) == []
+    result = summary(run_dirs(workdir)[0])
+    assert result["status"] == "failed" and result["error"].startswith("RunError: collector worker")
+
+
 def test_multi_sync_policy_factory_sends_weights_to_two_workers(workdir: Path) -> None:
     trace = workdir / "trace"
     trace.mkdir()
