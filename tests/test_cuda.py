@@ -1,0 +1,88 @@
+"""``device=cuda`` end to end, through the console script: ``pytest -m cuda`` on a GPU machine.
+
+Skipped (saying so) where there is no CUDA. The same cases, and more, are the GPU matrix
+(../shared/gpu/matrix.sh); these assert what the placement promises about each run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import TINY, run_dirs, run_rlrun, summary
+
+pytestmark = pytest.mark.cuda
+
+# Off-policy runs small enough for a test: 2 batches after the random warm-up.
+DQN = ["+experiment=dqn", "trainer.total_frames=768", "collector.init_random_frames=256",
+       "trainer.progress_bar=false"]  # fmt: skip
+SAC = ["+experiment=sac", "trainer.total_frames=800", "collector.init_random_frames=400",
+       "trainer.progress_bar=false"]  # fmt: skip
+
+
+def trained(workdir: Path, *args: str) -> dict:
+    """Run ``rlrun ARGS`` and return its summary; it must have trained every frame."""
+    run_rlrun(*args, cwd=workdir)
+    result = summary(run_dirs(workdir)[-1])
+    assert result["status"] == "completed", result
+    return result
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["+experiment=ppo", *TINY],
+        ["+experiment=ppo_lstm", *TINY],
+        ["+experiment=ppo_lstm", "policy=gru", *TINY],
+        ["+experiment=ppo", *TINY, "env.backend=gym"],
+        ["+experiment=ppo", *TINY, "collector.device=cpu"],
+        ["+experiment=ppo", *TINY, "env.parallel=true", "env.num_envs=4"],
+        ["+experiment=ppo", *TINY, "eval.every_frames=512", "logger=[csv,tensorboard]"],
+        DQN,
+        [*DQN, "device=cuda:0", "replay_buffer.storage=memmap",
+         "replay_buffer.sampler=prioritized"],
+        [*SAC, "replay_buffer.pin_memory=true", "replay_buffer.prefetch=4"],
+    ],
+    ids=["ppo", "ppo_lstm", "ppo_gru", "gym_backend", "collect_on_cpu", "parallel_env",
+         "eval", "dqn", "dqn_memmap_prio", "sac_pinned_prefetch"],
+)  # fmt: skip
+def test_preset_trains_on_cuda(workdir: Path, args: list[str]) -> None:
+    args = args if any(a.startswith("device=") for a in args) else [*args, "device=cuda"]
+    result = trained(workdir, *args)
+    assert result["frames"] >= 512
+
+
+@pytest.mark.parametrize("kind", ["multi_sync", "async"])
+@pytest.mark.parametrize("preset", ["ppo", "ppo_lstm"])
+def test_multi_process_collectors_on_cuda(workdir: Path, kind: str, preset: str) -> None:
+    trained(workdir, f"+experiment={preset}", *TINY, "device=cuda", f"collector={kind}",
+            "collector.num_workers=2")  # fmt: skip
+
+
+def test_dqn_workers_build_their_policy_on_cuda(workdir: Path) -> None:
+    trained(workdir, *DQN, "device=cuda", "collector=multi_sync", "collector.num_workers=2",
+            "collector.policy_factory=${policy._target_}")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["+experiment=ppo", *TINY, "algo.compile=true"],
+        ["+experiment=ppo", *TINY, "algo.cudagraphs=true", "policy.cudagraphs=true"],
+        ["+experiment=ppo", *TINY, "algo.compile=true", "algo.cudagraphs=true"],
+        [*SAC, "algo.cudagraphs=true"],
+        [*DQN, "algo.compile=true", "algo.cudagraphs=true", "replay_buffer.sampler=prioritized"],
+    ],
+    ids=["ppo_compile", "ppo_cudagraphs", "ppo_both", "sac_cudagraphs", "dqn_both_prio"],
+)
+def test_compiled_and_captured_update_steps_train(workdir: Path, args: list[str]) -> None:
+    trained(workdir, *args, "device=cuda")
+
+
+@pytest.mark.parametrize(("first", "then"), [("cuda", "cpu"), ("cpu", "cuda")])
+def test_resume_across_devices(workdir: Path, first: str, then: str) -> None:
+    trained(workdir, *DQN, f"device={first}")
+    run = run_dirs(workdir)[0]
+    run_rlrun(f"resume={run}", f"device={then}", "trainer.total_frames=1024", cwd=workdir)
+    result = summary(run)
+    assert result["status"] == "completed" and result["frames"] == 1024
