@@ -63,6 +63,7 @@ class UpdateStep(OptimizationStepper):
         loss: LossModule,
         optimizer: torch.optim.Optimizer,
         max_grad_norm: float | None,
+        device: torch.device,
         *,
         compile: bool = False,
         cudagraphs: bool = False,
@@ -72,6 +73,7 @@ class UpdateStep(OptimizationStepper):
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self.max_norm = float("inf") if max_grad_norm is None else float(max_grad_norm)
         self.priority_key = getattr(getattr(loss, "tensor_keys", None), "priority", None)
+        self.device = device
         self.cudagraphs = cudagraphs
         update = self.update
         if compile:
@@ -95,9 +97,10 @@ class UpdateStep(OptimizationStepper):
         return out
 
     def step(self, trainer: Trainer, sub_batch: TensorDictBase) -> TensorDictBase:
-        # A captured graph reads fixed CUDA buffers: give it only what the loss reads (sampler
-        # info such as ``index`` stays on the CPU, in ``sub_batch``, for the priority update).
-        batch = sub_batch.select(*self.loss.in_keys, strict=False) if self.cudagraphs else sub_batch
+        # A captured graph copies its input into fixed buffers on the learner's device: every
+        # entry must be there (a sampler's ``index`` may not be). ``sub_batch`` keeps its own for
+        # the priority update.
+        batch = sub_batch.to(self.device, non_blocking=True) if self.cudagraphs else sub_batch
         out = self._update(batch)
         if self.priority_key is not None and self.priority_key in out.keys():
             sub_batch.set(self.priority_key, out.pop(self.priority_key))

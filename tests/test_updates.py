@@ -8,8 +8,9 @@ import math
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
-from conftest import run_dirs, run_rlrun, series, summary
+from conftest import compose, run_dirs, run_rlrun, series, summary
 from omegaconf import OmegaConf
 from torchrl.collectors import Collector
 from torchrl.objectives import DQNLoss, ValueEstimators
@@ -42,7 +43,7 @@ def test_update_step_is_torchrls_default_step_and_passes_on_priorities() -> None
     ours_opt = torch.optim.Adam(loss.parameters(), lr=1e-2)
     theirs_opt = torch.optim.Adam(theirs_loss.parameters(), lr=1e-2)
     seen = []
-    ours = UpdateStep(loss, ours_opt, max_grad_norm=0.5)
+    ours = UpdateStep(loss, ours_opt, 0.5, torch.device("cpu"))
     trainer = SimpleNamespace(_post_loss_hook=seen.append)
     theirs = DefaultOptimizationStepper()
     reference = SimpleNamespace(
@@ -58,6 +59,51 @@ def test_update_step_is_torchrls_default_step_and_passes_on_priorities() -> None
     assert out["grad_norm"].dim() == 0 and "td_error" not in out.keys()  # no per-step sync
     assert len(seen) == 3 and seen[-1] is batch
     assert batch["td_error"].shape[0] == batch.shape[0]  # what a prioritized sampler reads
+
+
+def first_minibatch(preset: str, tmp_path: Path) -> tuple[object, object]:
+    """The loss of ``rlrun +experiment=PRESET`` and the first minibatch it would train on."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from rlrun.hooks import EpisodeStats
+    from rlrun.run import build_trainer
+
+    cfg = compose(f"+experiment={preset}", "logger=none", "collector.init_random_frames=0")
+    HydraConfig.instance().set_config(cfg)
+    OmegaConf.set_struct(cfg, False)
+    del cfg["hydra"]
+    trainer = build_trainer(cfg, tmp_path, EpisodeStats())
+    try:
+        batch = trainer._process_batch_hook(next(iter(trainer.collector)))
+        return trainer.loss_module, trainer._process_optim_batch_hook(batch)
+    finally:
+        trainer.collector.shutdown()
+
+
+@pytest.mark.filterwarnings("ignore:This module is instantiated on a machine without CUDA")
+@pytest.mark.parametrize("preset", ["ppo", "ppo_lstm", "dqn", "sac"])
+def test_captured_step_path_trains_as_the_eager_step(preset: str, tmp_path: Path) -> None:
+    """``algo.cudagraphs``' path, where tensordict's CudaGraphModule runs the function as it is
+    (no CUDA here): it must get the whole minibatch (PPO's advantages, recurrent states), train
+    exactly as the eager step, and hand the TD errors back."""
+    loss, batch = first_minibatch(preset, tmp_path)
+    eager_loss = copy.deepcopy(loss)
+    cpu = torch.device("cpu")
+    captured = UpdateStep(loss, torch.optim.Adam(loss.parameters()), 1.0, cpu, cudagraphs=True)
+    eager = UpdateStep(eager_loss, torch.optim.Adam(eager_loss.parameters()), 1.0, cpu)
+    trainer = SimpleNamespace(_post_loss_hook=lambda batch: None)
+    for step in range(2):  # each step gets a fresh minibatch, as from a sampler
+        ours, reference = batch.clone(), batch.clone()
+        torch.manual_seed(step)  # SAC samples actions in its loss
+        out = captured.step(trainer, ours)
+        torch.manual_seed(step)
+        expected = eager.step(trainer, reference)
+        for key, value in expected.items():
+            torch.testing.assert_close(out[key], value, msg=key)
+        if "td_error" in reference.keys():  # DQN, SAC: what a prioritized sampler reads
+            torch.testing.assert_close(ours.get("td_error"), reference.get("td_error"))
+    for ours, reference in zip(loss.parameters(), eager_loss.parameters(), strict=True):
+        torch.testing.assert_close(ours, reference)
 
 
 def test_lr_annealing_updates_a_tensor_learning_rate_in_place() -> None:
