@@ -96,10 +96,10 @@ def _sync_policy(cfg: DictConfig, policy: TensorDictModule, where: Placement) ->
         devices = {"env_device": where.env, "policy_device": target, "storing_device": target}
     if cfg.policy_copy == "never":
         if move:
+            asked = f"collector.device={cfg.device}" if cfg.device else f"device={target}"
             raise ConfigError(
                 f"collector.policy_copy=never runs the policy in place, but its parameters are "
-                f"on {here} while the collector runs it on {target} (collector.device, default: "
-                f"the top-level device). Set collector.device={here}, or "
+                f"on {here} while {asked} asks for {target}. Set collector.device={here}, or "
                 "collector.policy_copy=auto."
             )
         return {"policy": policy, **devices}

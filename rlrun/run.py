@@ -1,7 +1,22 @@
 """One training job, top to bottom: the recipe that turns a composed config into a Trainer.
 
-seed -> env -> policy -> loss -> collector -> optimizer -> loggers -> Trainer -> hooks
--> evaluation -> checkpoints (resume) -> train -> summary.json
+placement -> seed -> env -> policy -> loss -> collector -> replay buffer -> optimizer and update
+step -> loggers -> Trainer -> hooks -> evaluation -> checkpoints (resume) -> train -> summary.json
+
+What happens to each collected batch (TorchRL's Trainer calls the stages in this order; within a
+stage, hooks act in the order ``build_trainer`` registers them, the ``hooks`` config last):
+
+1. ``batch_process``: off-policy, the batch goes into the replay buffer; PPO computes advantages
+   and fills its minibatch storage; DQN anneals epsilon.
+2. ``pre_steps_log``: episode returns and lengths, frames/s, PPO's log-prob check, epsilon.
+3. unless still in ``collector.init_random_frames``, for each epoch and optimisation step:
+   ``process_optim_batch`` (a minibatch or a replay sample, on the learner's device), the update
+   step (``rlrun/updates.py``: loss, backward, clip, optimiser step), ``post_loss`` (replay
+   priorities), ``post_optim`` (target networks); then ``post_optim_complete_log`` (losses).
+4. ``post_steps``: trained weights to the collector's copy or workers, learning-rate annealing,
+   torchsnapshot checkpoints, an Optuna trial's pruning check.
+5. ``post_steps_log``: evaluation (and the best checkpoint), the learning rate.
+6. the Trainer's own periodic checkpoint (``checkpoint.every_frames``), then the next batch.
 """
 
 from __future__ import annotations
@@ -138,6 +153,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         algo.loss,
         optimizer,
         algo.max_grad_norm,
+        where.learner,
         compile=cfg.algo.get("compile", False),
         cudagraphs=cfg.algo.get("cudagraphs", False),
     )
