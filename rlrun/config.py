@@ -55,7 +55,8 @@ class PolicyConfig:
 
 @dataclass
 class AlgoConfig:
-    """Keys of every algorithm: the update step's (read by ``rlrun/updates.py``)."""
+    """Keys of every algorithm: ``name``, ``gamma`` (``rlrun/algorithms.py``) and the update
+    step's ``max_grad_norm``, ``compile``, ``cudagraphs`` (``rlrun/updates.py``)."""
 
     name: str = MISSING
     gamma: float = 0.99
@@ -142,7 +143,7 @@ class ReplayBufferConfig:
 
 @dataclass
 class OptimConfig:
-    """Optimizer (read by ``rlrun/run.py``)."""
+    """Optimizer (read by ``rlrun/updates.py``)."""
 
     _target_: str = "torch.optim.Adam"
     lr: float = 3e-4
@@ -200,7 +201,7 @@ class RootConfig:
     """The whole run. Group options are merged into these nodes."""
 
     seed: int = 0
-    device: str = "cpu"  # cpu | cuda | cuda:N | auto
+    device: str = "cpu"  # the learner's: cpu | cuda | cuda:N | auto (rlrun/devices.py)
     resume: str | None = None
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: Any = MISSING
