@@ -60,12 +60,8 @@ class Placement:
         )
 
     @property
-    def uses_cuda(self) -> bool:
-        return any(d.type == "cuda" for d in (self.learner, self.collector_policy, self.replay))
-
-    @property
     def all_cpu(self) -> bool:
-        return not self.uses_cuda
+        return all(d.type == "cpu" for d in (self.learner, self.collector_policy, self.replay))
 
 
 def parse_device(key: str, name: str, cuda_devices: int) -> torch.device:

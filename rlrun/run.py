@@ -148,14 +148,15 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
     replay_buffer = None
     if algo.off_policy:
         replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, where)
-    optimizer = make_optimizer(cfg.optim, algo.loss, where, cfg.algo.get("cudagraphs", False))
+    cudagraphs = cfg.algo.get("cudagraphs", False)  # needs a capturable optimiser
+    optimizer = make_optimizer(cfg.optim, algo.loss, where, cudagraphs)
     update = UpdateStep(
         algo.loss,
         optimizer,
         algo.max_grad_norm,
         where.learner,
         compile=cfg.algo.get("compile", False),
-        cudagraphs=cfg.algo.get("cudagraphs", False),
+        cudagraphs=cudagraphs,
     )
     logger = make_logger(cfg.logger, run_dir, exp_name=run_dir.name)
     logger.log_hparams(cfg)
