@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,27 @@ def compose(*overrides: str):
         return hydra_compose(
             config_name="config", overrides=list(overrides), return_hydra_config=True
         )
+
+
+@contextmanager
+def built(run_dir: Path, *overrides: str) -> Iterator[tuple]:
+    """``(cfg, trainer)``: what ``rlrun OVERRIDES`` builds (no logger, no progress bar), built in
+    this process; the collector is shut down afterwards."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from rlrun.hooks import EpisodeStats
+    from rlrun.run import build_trainer
+
+    cfg = compose(*overrides, "logger=none", "trainer.progress_bar=false")
+    HydraConfig.instance().set_config(cfg)
+    OmegaConf.set_struct(cfg, False)
+    del cfg["hydra"]
+    trainer = build_trainer(cfg, run_dir, EpisodeStats())
+    try:
+        yield cfg, trainer
+    finally:
+        trainer.collector.shutdown()
 
 
 def cpu_placement(**changes):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, compose, run_dirs, run_rlrun, summary
+from conftest import TINY, built, compose, run_dirs, run_rlrun, summary
 
 from rlrun import devices
 from rlrun.devices import OnDevice, placement
@@ -119,20 +119,9 @@ def test_no_other_module_decides_a_device() -> None:
 
 def test_built_run_agrees_with_the_placement(tmp_path: Path) -> None:
     """Every object ``build_trainer`` makes sits where the placement says (here: the CPU)."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
-    from rlrun.hooks import EpisodeStats
-    from rlrun.run import build_trainer
-
     for preset in ("ppo", "dqn"):
-        cfg = compose(f"+experiment={preset}", "logger=none", "trainer.progress_bar=false")
-        HydraConfig.instance().set_config(cfg)
-        OmegaConf.set_struct(cfg, False)
-        del cfg["hydra"]
-        w = placement(cfg)
-        trainer = build_trainer(cfg, tmp_path / preset, EpisodeStats())
-        try:
+        with built(tmp_path / preset, f"+experiment={preset}") as (cfg, trainer):
+            w = placement(cfg)
             assert {p.device for p in trainer.loss_module.parameters()} == {w.learner}
             collector = trainer.collector
             assert collector.env.device in (None, w.env)
@@ -143,8 +132,6 @@ def test_built_run_agrees_with_the_placement(tmp_path: Path) -> None:
             if trainer.replay_buffer is not None:
                 trainer.replay_buffer.extend(batch.reshape(-1))
                 assert trainer.replay_buffer.storage.device == w.replay
-        finally:
-            trainer.collector.shutdown()
 
 
 def test_on_device_moves_inputs_there_and_outputs_back() -> None:

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import compose, run_dirs, run_rlrun, series, summary
+from conftest import built, run_dirs, run_rlrun, series, summary
 from omegaconf import OmegaConf
 from torchrl.collectors import Collector
 from torchrl.objectives import DQNLoss, ValueEstimators
@@ -63,21 +63,9 @@ def test_update_step_is_torchrls_default_step_and_passes_on_priorities() -> None
 
 def first_minibatch(preset: str, tmp_path: Path) -> tuple[object, object]:
     """The loss of ``rlrun +experiment=PRESET`` and the first minibatch it would train on."""
-    from hydra.core.hydra_config import HydraConfig
-
-    from rlrun.hooks import EpisodeStats
-    from rlrun.run import build_trainer
-
-    cfg = compose(f"+experiment={preset}", "logger=none", "collector.init_random_frames=0")
-    HydraConfig.instance().set_config(cfg)
-    OmegaConf.set_struct(cfg, False)
-    del cfg["hydra"]
-    trainer = build_trainer(cfg, tmp_path, EpisodeStats())
-    try:
+    with built(tmp_path, f"+experiment={preset}", "collector.init_random_frames=0") as (_, trainer):
         batch = trainer._process_batch_hook(next(iter(trainer.collector)))
         return trainer.loss_module, trainer._process_optim_batch_hook(batch)
-    finally:
-        trainer.collector.shutdown()
 
 
 @pytest.mark.filterwarnings("ignore:This module is instantiated on a machine without CUDA")
