@@ -11,19 +11,28 @@ composed config:
 - ``torchsnapshot``: the same components through ``torchsnapshot.Snapshot`` (optional extra),
   written to a staging folder and renamed into place the same way, rotated by rlrun.
 
+Every checkpoint folder (both backends, ``checkpoints/best`` too) holds ``checksums.json``: the
+size and SHA-256 of each of its files, written into the staging folder before it is renamed into
+place, so a checkpoint is either absent or complete with its checksums. ``find_checkpoint``
+checks them before anything is loaded and resumes from the newest intact checkpoint, warning
+about each damaged newer one; a checkpoint without checksums (an older rlrun's) counts as damaged.
+
 Loading never runs pickled code: payloads go through ``torch.load(weights_only=True)``, which
 refuses anything but tensors and plain containers; rlrun turns that refusal into a ConfigError.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import pickle
+import re
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +49,10 @@ CHECKPOINT_DIR = "checkpoints"
 PREFIX = "checkpoint"
 BEST = "best"
 NEVER = 2**62
+CHECKSUMS = "checksums.json"
+NAME = re.compile(rf"{PREFIX}-\d+")
+# the file each backend's checkpoints always hold; its presence tells them apart
+MARKERS = {"torch": "manifest.json", "torchsnapshot": ".snapshot_metadata"}
 log = logging.getLogger(__name__)
 
 
@@ -71,6 +84,108 @@ class RNGState(GlobalRNGState):
         super().load_state_dict(state)
 
 
+def sha256(file: Path) -> str:
+    with file.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def data_files(folder: Path) -> list[str]:
+    """Every file below ``folder`` except the checksums themselves, as sorted relative paths."""
+    files = (p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    return sorted(f for f in files if f != CHECKSUMS)
+
+
+def write_checksums(folder: Path) -> None:
+    """``folder/checksums.json``: size and SHA-256 of every other file in the folder."""
+    files = {
+        name: {"size": (folder / name).stat().st_size, "sha256": sha256(folder / name)}
+        for name in data_files(folder)
+    }
+    text = json.dumps({"algorithm": "sha256", "files": files}, indent=1)
+    (folder / CHECKSUMS).write_text(text + "\n")
+
+
+def damage(folder: Path, backend: str) -> str | None:
+    """What is wrong with the checkpoint in ``folder`` (one short phrase), or None when every
+    file it lists is there with its size and SHA-256 and nothing unlisted was added."""
+    try:
+        listed = json.loads((folder / CHECKSUMS).read_text())["files"]
+        sizes = {name: int(entry["size"]) for name, entry in listed.items()}
+        hashes = {name: str(entry["sha256"]) for name, entry in listed.items()}
+    except FileNotFoundError:
+        return f"no {CHECKSUMS}, so its bytes cannot be verified (saved by an older rlrun?)"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return f"{CHECKSUMS} is unreadable"
+    for name, size in sizes.items():
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            return f"{CHECKSUMS} names a file outside the checkpoint: {name}"
+        file = folder / name
+        if not file.is_file():
+            return f"{name}: missing"
+        if file.stat().st_size != size:
+            return f"{name}: size {file.stat().st_size}, expected {size}"
+    unlisted = [name for name in data_files(folder) if name not in sizes]
+    if unlisted:
+        more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
+        return f"{unlisted[0]}: not in {CHECKSUMS}{more}"
+    marker = MARKERS.get(backend, MARKERS["torch"])
+    if marker not in sizes:
+        other = next((b for b, m in MARKERS.items() if m in sizes), None)
+        if other is not None:
+            return f"a {other} checkpoint; resume it with checkpoint.backend={other}"
+        return f"not a {backend} checkpoint (no {marker})"
+    for name, digest in hashes.items():
+        if sha256(folder / name) != digest:
+            return f"{name}: SHA-256 differs from {CHECKSUMS} (bytes changed)"
+    return None
+
+
+def publish(stage: Path, destination: Path) -> None:
+    """Rename the finished ``stage`` folder to ``destination``, replacing an older one there."""
+    backup = destination.parent / f".{destination.name}.old-{uuid.uuid4().hex}"
+    if destination.exists():
+        os.replace(destination, backup)
+    try:
+        os.replace(stage, destination)
+    except BaseException:
+        if backup.exists() and not destination.exists():
+            os.replace(backup, destination)
+        raise
+    finally:
+        shutil.rmtree(backup, ignore_errors=True)
+
+
+@contextmanager
+def staged(destination: Path) -> Iterator[Path]:
+    """A hidden folder beside ``destination`` to save a checkpoint into; once the save returns,
+    its checksums are added and it is renamed to ``destination``. A crash or an error leaves
+    no folder without checksums under a checkpoint's name (hidden folders are never read)."""
+    stage = destination.parent / f".{destination.name}.stage-{uuid.uuid4().hex}"
+    try:
+        yield stage
+        write_checksums(stage)
+        publish(stage, destination)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+class VerifiedCheckpoint(Checkpoint):
+    """TorchRL's ``Checkpoint`` whose folders also hold ``checksums.json``.
+
+    TorchRL saves (its own stage-and-rename) to a hidden folder beside the destination;
+    rlrun adds the checksums there and renames it into place (:func:`staged`). Hidden folders
+    are seen neither by ``CheckpointRotation`` nor by ``find_checkpoint``.
+    """
+
+    def save(self, path: str | Path, **kwargs: Any) -> Path:
+        if (kwargs.get("format") or self.format) != "directory":
+            raise ValueError("rlrun writes directory checkpoints only (checksums per file).")
+        destination = self._local_path(path)
+        with staged(destination) as stage:
+            super().save(stage, **kwargs)
+        return destination
+
+
 def trainer_checkpoint_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Keyword arguments for ``torchrl.trainers.Trainer``: what to save, where and how often.
 
@@ -85,7 +200,7 @@ def trainer_checkpoint_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         return {"save_trainer_interval": NEVER}
     config = composed_config(cfg)
     return {
-        "checkpoint": Checkpoint(rng=RNGState()),
+        "checkpoint": VerifiedCheckpoint(rng=RNGState()),
         "checkpoint_rotation": CheckpointRotation(
             run_dir / CHECKPOINT_DIR, keep_last=ckpt.keep, prefix=PREFIX
         ),
@@ -105,7 +220,9 @@ def checkpoint_components(trainer: Trainer) -> dict[str, Any]:
 
 class SnapshotSaver:
     """``checkpoint.backend=torchsnapshot``: ``torchsnapshot.Snapshot`` of the Trainer's
-    components every ``every_frames`` frames, at the end of the run and when it is stopped."""
+    components every ``every_frames`` frames (a ``post_steps`` hook), at the end of the run and
+    when it is stopped (a ``shutdown`` hook: the Trainer runs those before it shuts the
+    collector down, whose state cannot be read afterwards)."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path) -> None:
         try:
@@ -128,20 +245,15 @@ class SnapshotSaver:
         return {k.replace(".", "__"): v for k, v in checkpoint_components(self.trainer).items()}
 
     def save(self) -> Path:
-        """Take a snapshot in a staging folder, rename it into place, drop the oldest."""
+        """Take a snapshot in a staging folder, add its checksums, rename it into place, drop
+        the oldest."""
         frames = int(self.trainer.collected_frames)
         destination = self.directory / f"{PREFIX}-{frames:012d}"
-        stage = self.directory / f".{destination.name}.stage-{uuid.uuid4().hex}"
         self.directory.mkdir(parents=True, exist_ok=True)
-        try:
+        with staged(destination) as stage:
             self.torchsnapshot.Snapshot.take(str(stage), app_state=self.app_state())
             (stage / "config.json").write_text(json.dumps(self.config, indent=1))
-            if destination.exists():
-                shutil.rmtree(destination)
-            os.replace(stage, destination)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-        for old in snapshot_dirs(self.directory)[: -self.keep]:
+        for old in checkpoint_dirs(self.directory)[: -self.keep]:
             shutil.rmtree(old)
         self.last_saved = frames
         return destination
@@ -165,29 +277,53 @@ class SnapshotSaver:
     def register(self, trainer: Trainer) -> None:
         self.trainer = trainer
         trainer.register_op("post_steps", self.maybe_save)
+        trainer.register_op("shutdown", self.save_final)
 
 
-def snapshot_dirs(directory: Path) -> list[Path]:
-    """Finished torchsnapshot checkpoints (staging folders excluded), oldest first."""
+def checkpoint_dirs(directory: Path) -> list[Path]:
+    """The ``checkpoint-<frames>`` folders in ``directory``, damaged ones included (hidden
+    staging folders are not), oldest first."""
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.glob(f"{PREFIX}-*") if (p / ".snapshot_metadata").is_file())
+    found = [p for p in directory.iterdir() if NAME.fullmatch(p.name) and p.is_dir()]
+    return sorted(found, key=lambda p: int(p.name.removeprefix(f"{PREFIX}-")))
+
+
+def is_checkpoint_folder(path: Path) -> bool:
+    """Whether ``path`` is one checkpoint (a user naming it), damaged or not."""
+    names = (CHECKSUMS, "components", *MARKERS.values())
+    named = NAME.fullmatch(path.name) is not None
+    return path.is_dir() and (named or any((path / n).exists() for n in names))
 
 
 def find_checkpoint(path: Path, backend: str) -> Path | None:
-    """``path`` may be a checkpoint or a run folder; in a run folder, its latest checkpoint."""
-    if (path / CHECKPOINT_DIR).is_dir():
-        path = path / CHECKPOINT_DIR
-    if Checkpoint.is_checkpoint(path) or (path / ".snapshot_metadata").is_file():
+    """The checkpoint ``resume=path`` restores, its checksums verified: ``path`` itself when
+    it names one checkpoint (refused if damaged), else the newest intact one in the run folder
+    or checkpoints folder ``path`` (a warning for each damaged newer one). None when there is
+    no checkpoint at all; a ConfigError when none is intact."""
+    if is_checkpoint_folder(path):
+        problem = damage(path, backend)
+        if problem is not None:
+            raise ConfigError(f"resume={path}: damaged checkpoint: {problem}")
         return path
-    if backend == "torchsnapshot":
-        found = snapshot_dirs(path)
-        return found[-1] if found else None
-    return CheckpointRotation(path, keep_last=1, prefix=PREFIX).latest()
+    folder = path / CHECKPOINT_DIR if (path / CHECKPOINT_DIR).is_dir() else path
+    damaged: list[tuple[Path, str]] = []
+    for candidate in reversed(checkpoint_dirs(folder)):
+        problem = damage(candidate, backend)
+        if problem is None:
+            for bad, what in damaged:
+                log.warning("%s/%s: %s; using %s", folder.name, bad.name, what, candidate.name)
+            return candidate
+        damaged.append((candidate, problem))
+    if damaged:
+        found = "; ".join(f"{bad.name}: {what}" for bad, what in damaged)
+        raise ConfigError(f"resume={path}: no intact checkpoint: {found}")
+    return None
 
 
 def load_checkpoint(trainer: Trainer, path: Path, saver: SnapshotSaver | None) -> None:
-    """Restore every component from ``path``; refuse payloads that would run code on load."""
+    """Restore every component from ``path`` (as ``find_checkpoint`` verified it); refuse
+    payloads that would run code on load."""
     try:
         if saver is not None:
             saver.load(path)
@@ -207,7 +343,8 @@ def load_checkpoint(trainer: Trainer, path: Path, saver: SnapshotSaver | None) -
 
 
 def save_best(trainer: Trainer, run_dir: Path, eval_return: float) -> None:
-    """Keep ``checkpoints/best``: a copy of the run at its best evaluation return (atomic)."""
+    """Keep ``checkpoints/best``: a copy of the run at its best evaluation return (atomic,
+    with checksums)."""
     if trainer.checkpoint is None:
         return
     trainer.checkpoint.save(

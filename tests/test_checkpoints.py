@@ -1,17 +1,24 @@
 """Checkpoints: SIGTERM stops with a checkpoint, resume continues the same run folder and
-series, partial saves never replace a good checkpoint, pickled code is refused, torchsnapshot."""
+series, partial saves never replace a good checkpoint, pickled code is refused, damaged
+checkpoints are found by their checksums and skipped (or refused), torchsnapshot."""
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import RLRUN, TINY, csv_series, run_dirs, run_rlrun, summary
+
+from rlrun.checkpoints import VerifiedCheckpoint, damage, find_checkpoint, write_checksums
+from rlrun.errors import ConfigError
 
 # 8 batches of 256 frames: long enough to be stopped midway.
 TOTAL, BATCH = 2048, 256
@@ -38,6 +45,15 @@ def tensors(checkpoint: Path, component: str) -> dict[str, torch.Tensor]:
 
     (folder,) = (checkpoint / "components").glob(f"*-{component}")
     return TensorDict.load_memmap(folder / "state").to_dict()
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The refusal a user sees: exit 2, one ``rlrun: error:`` line, no traceback."""
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("rlrun: error: resume=")
+    return line
 
 
 def stop_with_sigterm(cwd: Path, *args: str) -> Path:
@@ -99,15 +115,21 @@ def test_sigterm_then_resume_continues_like_an_uninterrupted_run(tmp_path: Path)
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A TINY run with a checkpoint after each of its two batches."""
+    """A TINY run with a checkpoint after each of its two batches (tests damage a copy)."""
     cwd = tmp_path_factory.mktemp("finished")
     run_rlrun("+experiment=ppo", *TINY, "checkpoint.every_frames=512", cwd=cwd)
     (run_dir,) = run_dirs(cwd)
     return run_dir
 
 
-def test_partial_save_never_replaces_the_last_good_checkpoint(finished_run: Path) -> None:
-    good = checkpoints(finished_run)[-1]
+@pytest.fixture
+def run_copy(finished_run: Path, tmp_path: Path) -> Path:
+    """A copy of ``finished_run`` (checkpoints at 512 and 1024 frames) to damage and resume."""
+    return Path(shutil.copytree(finished_run, tmp_path / "run"))
+
+
+def test_partial_save_never_replaces_the_last_good_checkpoint(run_copy: Path) -> None:
+    good = checkpoints(run_copy)[-1]
     assert good.name == "checkpoint-000000001024"
     # what a crash mid-save leaves: TorchRL's staging folder, never renamed into place ...
     stage = good.parent / ".checkpoint-000000001536.stage-0123456789abcdef"
@@ -115,30 +137,129 @@ def test_partial_save_never_replaces_the_last_good_checkpoint(finished_run: Path
     (stage / "components").mkdir()
     payload = next(good.rglob("*.memmap")).read_bytes()
     (stage / "components" / "tensor.memmap").write_bytes(payload[: len(payload) // 2])
-    # ... or a checkpoint folder cut before its manifest (written last)
+    # ... or a checkpoint folder cut before its checksums (written last)
     cut = good.parent / "checkpoint-000000002048"
     cut.mkdir()
     (cut / "components").mkdir()
-    proc = run_rlrun(f"resume={finished_run}", "trainer.total_frames=1536", cwd=finished_run)
+    proc = run_rlrun(f"resume={run_copy}", "trainer.total_frames=1536", cwd=run_copy)
     assert "resumed from" in proc.stdout and good.name in proc.stdout
-    assert summary(finished_run)["frames"] == 1536
+    assert summary(run_copy)["frames"] == 1536
 
 
-def test_checkpoint_with_pickled_code_is_refused(finished_run: Path, tmp_path: Path) -> None:
+def test_checkpoint_with_pickled_code_is_refused(run_copy: Path, tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
 
     class Exploit:
         def __reduce__(self):
             return (os.system, (f"touch {marker}",))
 
-    checkpoint = checkpoints(finished_run)[0]
+    checkpoint = checkpoints(run_copy)[0]
     (component,) = (checkpoint / "components").glob("*-optimizer")
     torch.save({"state": Exploit()}, component / "state.pt")  # loaded before the tensors
-    proc = run_rlrun(f"resume={checkpoint}", cwd=finished_run, check=False)
-    assert proc.returncode == 2
-    assert "refused to load this checkpoint" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    # a file the checksums do not list: refused before anything is read
+    line = one_line_error(run_rlrun(f"resume={checkpoint}", cwd=run_copy, check=False))
+    assert f"damaged checkpoint: components/{component.name}/state.pt: not in checksums" in line
+    # whoever can plant the file can rewrite the checksums: torch.load(weights_only) still refuses
+    write_checksums(checkpoint)
+    line = one_line_error(run_rlrun(f"resume={checkpoint}", cwd=run_copy, check=False))
+    assert "refused to load this checkpoint" in line
     assert not marker.exists()
+
+
+def weight_file(checkpoint: Path) -> Path:
+    """The largest tensor file of the loss module (policy and critic weights)."""
+    (component,) = (checkpoint / "components").glob("*-loss_module")
+    return max((component / "state").glob("*.memmap"), key=lambda f: f.stat().st_size)
+
+
+def flip_byte(file: Path) -> None:
+    data = bytearray(file.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    file.write_bytes(bytes(data))
+
+
+# each way a checkpoint gets damaged, and the words find_checkpoint names it with
+DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "emptied": (lambda c: weight_file(c).write_bytes(b""), "memmap: size 0, expected 16384"),
+    "truncated": (
+        lambda c: weight_file(c).write_bytes(weight_file(c).read_bytes()[:-100]),
+        "memmap: size 16284, expected 16384",
+    ),
+    "flipped byte": (lambda c: flip_byte(weight_file(c)), "memmap: SHA-256 differs"),
+    "deleted file": (lambda c: weight_file(c).unlink(), "memmap: missing"),
+    "deleted manifest": (lambda c: (c / "manifest.json").unlink(), "manifest.json: missing"),
+    "deleted checksums": (
+        lambda c: (c / "checksums.json").unlink(),
+        "no checksums.json, so its bytes cannot be verified",
+    ),
+    "added file": (lambda c: (c / "components" / "extra.pt").write_bytes(b"x"), "not in checksums"),
+}
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_damaged_newest_checkpoint_is_skipped_and_named(
+    how: str, run_copy: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    older, newest = checkpoints(run_copy)
+    assert damage(older, "torch") is None and damage(newest, "torch") is None
+    do_damage, words = DAMAGES[how]
+    do_damage(newest)
+    with caplog.at_level(logging.WARNING, logger="rlrun.checkpoints"):
+        assert find_checkpoint(run_copy, "torch") == older
+    (warning,) = caplog.messages
+    assert warning.startswith(f"checkpoints/{newest.name}: ")
+    assert words in warning and warning.endswith(f"; using {older.name}")
+    with pytest.raises(ConfigError) as refused:
+        find_checkpoint(newest, "torch")  # named by the user: refused, not replaced
+    assert str(refused.value).startswith(f"resume={newest}: damaged checkpoint: ")
+    assert words in str(refused.value)
+
+
+def test_resume_continues_from_the_newest_intact_checkpoint(run_copy: Path) -> None:
+    older, newest = checkpoints(run_copy)
+    weight_file(newest).write_bytes(b"")
+    proc = run_rlrun(f"resume={run_copy}", cwd=run_copy)
+    warning = f"checkpoints/{newest.name}: components/"
+    assert warning in proc.stdout and warning in (run_copy / "cli.log").read_text()
+    assert f"size 0, expected 16384; using {older.name}" in proc.stdout
+    assert f"resumed from {older} at 512 frames" in proc.stdout
+    assert summary(run_copy)["status"] == "completed" and summary(run_copy)["frames"] == 1024
+    # counters continued from the fallback's (4 steps at 512 frames): one batch, 4 more steps
+    assert csv_series(run_copy, "train/optim_steps")[-1] == (1024, 8.0)
+    # and the batch after 512 frames was saved again, intact, over the damaged checkpoint
+    assert damage(newest, "torch") is None
+    assert VerifiedCheckpoint.manifest(newest)["metadata"]["collected_frames"] == 1024
+
+
+def test_resume_refuses_when_no_checkpoint_is_intact(run_copy: Path) -> None:
+    older, newest = checkpoints(run_copy)
+    flip_byte(weight_file(newest))
+    (older / "checksums.json").unlink()  # as an rlrun without checksums wrote it
+    line = one_line_error(run_rlrun(f"resume={run_copy}", cwd=run_copy, check=False))
+    assert f"no intact checkpoint: {newest.name}: components/" in line
+    assert "SHA-256 differs from checksums.json (bytes changed); " in line
+    assert line.endswith(
+        f"{older.name}: no checksums.json, so its bytes cannot be verified "
+        "(saved by an older rlrun?)"
+    )
+    assert summary(run_copy)["status"] == "completed"  # the run folder is left as it was
+
+
+def test_resume_refuses_a_named_damaged_checkpoint(run_copy: Path) -> None:
+    older, newest = checkpoints(run_copy)
+    weight_file(newest).unlink()
+    line = one_line_error(run_rlrun(f"resume={newest}", cwd=run_copy, check=False))
+    assert f"resume={newest}: damaged checkpoint: components/" in line
+    assert line.endswith(": missing")
+
+
+def test_best_checkpoint_is_replaced_whole_with_its_checksums(tmp_path: Path) -> None:
+    best = tmp_path / "checkpoints" / "best"
+    for step in (1, 2):
+        VerifiedCheckpoint(value={"step": step}).save(best, metadata={"eval_return": step})
+        assert damage(best, "torch") is None
+    assert sorted(p.name for p in best.parent.iterdir()) == ["best"]  # no staging left behind
+    assert VerifiedCheckpoint.manifest(best)["metadata"]["eval_return"] == 2
 
 
 def test_torchsnapshot_backend_saves_and_restores(workdir: Path) -> None:
@@ -147,7 +268,7 @@ def test_torchsnapshot_backend_saves_and_restores(workdir: Path) -> None:
     run_rlrun("+experiment=ppo", *TINY, *args, cwd=workdir)
     (run_dir,) = run_dirs(workdir)
     assert [p.name for p in checkpoints(run_dir)] == ["checkpoint-000000001024"]  # keep=1
-    assert (checkpoints(run_dir)[0] / ".snapshot_metadata").is_file()
+    assert damage(checkpoints(run_dir)[0], "torchsnapshot") is None
     run_rlrun(f"resume={run_dir}", "trainer.total_frames=2048", cwd=workdir)
     assert summary(run_dir)["frames"] == 2048
     assert csv_series(run_dir, "train/optim_steps") == [
@@ -156,3 +277,38 @@ def test_torchsnapshot_backend_saves_and_restores(workdir: Path) -> None:
         (1536, 12.0),
         (2048, 16.0),
     ]
+
+
+def test_torchsnapshot_default_saves_at_the_end_and_resumes(
+    workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("torchsnapshot")
+    run_rlrun("+experiment=ppo", *TINY, "checkpoint.backend=torchsnapshot", cwd=workdir)
+    (run_dir,) = run_dirs(workdir)
+    assert summary(run_dir)["status"] == "completed"
+    (first,) = checkpoints(run_dir)
+    assert first.name == "checkpoint-000000001024"
+    assert damage(first, "torchsnapshot") is None
+    assert "checkpoint.backend=torchsnapshot" in damage(first, "torch")
+    proc = run_rlrun(f"resume={run_dir}", "trainer.total_frames=1536", cwd=workdir)
+    assert f"resumed from {first} at 1024 frames" in proc.stdout
+    assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == 1536
+    _, second = checkpoints(run_dir)
+    assert damage(second, "torchsnapshot") is None
+    # its checkpoints are verified the same way
+    flip_byte(max(second.rglob("*"), key=lambda f: f.stat().st_size if f.is_file() else 0))
+    with caplog.at_level(logging.WARNING, logger="rlrun.checkpoints"):
+        assert find_checkpoint(run_dir, "torchsnapshot") == first
+    assert "SHA-256 differs" in caplog.text and f"using {first.name}" in caplog.text
+
+
+@pytest.mark.xdist_group("hooks")
+def test_torchsnapshot_sigterm_saves_where_it_stopped(tmp_path: Path) -> None:
+    pytest.importorskip("torchsnapshot")
+    args = [a for a in LONG if not a.startswith("checkpoint.")]
+    run_dir = stop_with_sigterm(tmp_path, *args, "checkpoint.backend=torchsnapshot")
+    stopped = summary(run_dir)
+    assert stopped["status"] == "interrupted" and 0 < stopped["frames"] < TOTAL
+    (saved,) = checkpoints(run_dir)
+    assert saved.name == f"checkpoint-{stopped['frames']:012d}"
+    assert damage(saved, "torchsnapshot") is None
