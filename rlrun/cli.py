@@ -11,15 +11,15 @@ import os
 import sys
 import warnings
 from importlib.resources import files
-from pathlib import Path
 
 import hydra
 from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.config import register_configs
 from rlrun.errors import ConfigError, RunError, describe_config_error
+from rlrun.resume import resume_args
 
 # rlrun's presets rlrun/conf/hydra/launcher/joblib.yaml, hydra/sweeper/basic.yaml, ... share the
 # plugins' names on purpose (the plugin's dataclass validates them); Hydra warns about it on each
@@ -83,40 +83,6 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         sys.exit(2 if isinstance(err, ConfigError) else 1)
 
 
-def _override_key(arg: str) -> str:
-    return arg.split("=", 1)[0].lstrip("+~")
-
-
-def run_dir_of(path: Path) -> Path:
-    """The run folder a ``resume=`` path points into (a run folder or one of its checkpoints)."""
-    path = path.expanduser().resolve()
-    for candidate in (path, *path.parents):
-        if (candidate / ".hydra" / "overrides.yaml").is_file():
-            return candidate
-    raise ConfigError(
-        f"resume={path} is neither a run folder nor a checkpoint inside one "
-        "(no .hydra/overrides.yaml found there or above)."
-    )
-
-
-def resume_args(args: list[str]) -> list[str]:
-    """``resume=<run folder or checkpoint>``: Hydra picks the output folder before the task runs,
-    so the command line is rewritten here: the run's saved overrides, then the new ones (they
-    win, e.g. more frames), the same run folder, and ``resume`` as an absolute path."""
-    given = [a for a in args if _override_key(a) == "resume"]
-    if not given or given[-1].split("=", 1)[1] in ("", "null"):
-        return args
-    path = Path(given[-1].split("=", 1)[1]).expanduser().resolve()
-    run_dir = run_dir_of(path)
-    new = [a for a in args if _override_key(a) != "resume"]
-    new_keys = {_override_key(a) for a in new if "=" in a}
-    saved = OmegaConf.load(run_dir / ".hydra" / "overrides.yaml")
-    kept = [
-        str(a) for a in saved if _override_key(str(a)) not in new_keys | {"resume", "hydra.run.dir"}
-    ]
-    return [*kept, *new, f"hydra.run.dir={run_dir}", f"resume={path}"]
-
-
 def main() -> None:
     """Entry point of the console script: ``rlrun report ...``, ``rlrun --help`` or a Hydra run."""
     args = sys.argv[1:]
@@ -127,12 +93,11 @@ def main() -> None:
     if args and args[0] in ("--help", "-h"):
         print(_help_text(), end="")
         return
-    if "-m" not in args and "--multirun" not in args:
-        try:
-            sys.argv[1:] = resume_args(args)
-        except ConfigError as err:
-            print(f"rlrun: error: {err}", file=sys.stderr)
-            sys.exit(2)
+    try:  # resume=<run, checkpoint or sweep folder>: the command line that continues it
+        sys.argv[1:] = resume_args(args)
+    except ConfigError as err:
+        print(f"rlrun: error: {err}", file=sys.stderr)
+        sys.exit(2)
     register_configs()
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, then print them short
