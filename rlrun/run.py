@@ -65,6 +65,7 @@ from rlrun.hooks import (
 from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
 from rlrun.pruning import is_pruned, register_pruning
+from rlrun.resume import preemption_signals, requeue_if_preempted, requeued_checkpoint
 from rlrun.updates import UpdateStep, make_optimizer
 
 log = logging.getLogger(__name__)
@@ -234,7 +235,8 @@ def stop_on_signals(trainer: Trainer) -> Iterator[list[str]]:
             raise KeyboardInterrupt
         trainer.request_stop(f"{seen[0]} received")
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stops = (signal.SIGINT, signal.SIGTERM, *preemption_signals())  # + submitit's, in its jobs
+    previous = {sig: signal.signal(sig, handler) for sig in stops}
     try:
         yield seen
     finally:
@@ -244,9 +246,11 @@ def stop_on_signals(trainer: Trainer) -> Iterator[list[str]]:
 
 def resume_checkpoint(cfg: DictConfig) -> Path | None:
     """``resume=<run folder or checkpoint>``: the checkpoint to restore (checked before anything
-    is built, so a wrong path leaves the run folder as it was)."""
+    is built, so a wrong path leaves the run folder as it was). Without ``resume``, a submitit job
+    requeued after a preemption or its time limit continues from the newest checkpoint in its
+    own folder (``rlrun/resume.py``); any other run starts from scratch."""
     if not cfg.resume:
-        return None
+        return requeued_checkpoint(cfg)
     found = find_checkpoint(Path(cfg.resume), cfg.checkpoint.backend)
     if found is None:
         raise ConfigError(
@@ -267,6 +271,7 @@ def run_job(cfg: DictConfig) -> float | None:
     trainer: Trainer | None = None
     saver: SnapshotSaver | None = None
     status, error = "failed", None
+    signals: list[str] = []  # the stop signals seen; after submitit's preemption one, requeued
     try:
         trainer = build_trainer(cfg, run_dir, stats)
         if cfg.checkpoint.backend == "torchsnapshot":
@@ -295,4 +300,5 @@ def run_job(cfg: DictConfig) -> float | None:
         extra = {"error": error} if error else {}
         frames = trainer.collected_frames if trainer is not None else 0
         write_summary(run_dir, stats, frames, status, **extra)
+    requeue_if_preempted(signals)  # preempted submitit job: submitit requeues it (resume.py)
     return stats.return_last
