@@ -16,13 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper as HydraBasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn
-from hydra.plugins.sweeper import Sweeper
-from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig
 
 from hydra_plugins.rlrun_sweepers.basic_sweeper import raise_if_failed
 
@@ -40,21 +37,11 @@ ConfigStore.instance().store(
 )
 
 
-class ResumeSweeper(Sweeper):
-    def __init__(self, max_batch_size: int | None = None) -> None:
-        self.max_batch_size = max_batch_size
-        self.hydra_context: HydraContext | None = None
-        self.config: DictConfig | None = None
-        self.launcher = None
+class ResumeSweeper(HydraBasicSweeper):
+    """Hydra's basic sweeper (its setup: the launcher), with the job list of ``sweep`` below."""
 
-    def setup(
-        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
-    ) -> None:
-        self.hydra_context = hydra_context
-        self.config = config
-        self.launcher = Plugins.instance().instantiate_launcher(
-            hydra_context=hydra_context, task_function=task_function, config=config
-        )
+    def __init__(self, max_batch_size: int | None = None) -> None:
+        super().__init__(max_batch_size=max_batch_size, params=None)
 
     def sweep(self, arguments: list[str]) -> Any:
         from rlrun.resume import plan_sweep_resume
