@@ -29,11 +29,8 @@ from torchrl.objectives.utils import TargetNetUpdater
 from torchrl.objectives.value import GAE
 from torchrl.trainers import TargetNetUpdaterHook, Trainer, TrainerHookBase
 
-from rlrun.errors import ConfigError, choose
+from rlrun.errors import ConfigError
 from rlrun.policies import ActorCritic
-
-ALGORITHMS = ("ppo", "dqn", "sac")
-SEQUENCE_ALGORITHMS = ("ppo",)  # those that train recurrent policies on whole sequences
 
 
 @dataclass
@@ -278,7 +275,7 @@ def _optim_steps(utd_ratio: float, frames_per_batch: int) -> int:
 
 
 def _target_updater(cfg: DictConfig, loss: LossModule) -> TargetNetUpdater:
-    kind = choose("algo.target_update", cfg.target_update, ("hard", "soft"))
+    kind = cfg.target_update
     if kind == "hard":
         return HardUpdate(loss, value_network_update_interval=cfg.target_update_period)
     return SoftUpdate(loss, tau=cfg.tau)
@@ -355,12 +352,7 @@ def make_algorithm(
     """Build the loss and its hooks for ``algo.name`` on the learner's ``device`` (where ``ac``
     lives). ``fresh_batches``: every batch is collected with the weights of the previous update
     (false for an async collector)."""
-    name = choose("algo.name", cfg.name, ALGORITHMS)
-    if ac.recurrent and name not in SEQUENCE_ALGORITHMS:
-        raise ConfigError(
-            f"algo={name} cannot train a recurrent policy (policy.kind=lstm|gru); use "
-            f"algo={' or algo='.join(SEQUENCE_ALGORITHMS)}, or policy=mlp."
-        )
+    name = cfg.name
     if name == "ppo":
         return _make_ppo(cfg, ac, frames_per_batch, device, fresh_batches)
     return {"dqn": _make_dqn, "sac": _make_sac}[name](cfg, ac, frames_per_batch, device)

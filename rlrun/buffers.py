@@ -30,10 +30,7 @@ from torchrl.envs import Compose
 from torchrl.trainers import ReplayBufferTrainer
 
 from rlrun.devices import Placement
-from rlrun.errors import ConfigError, choose
 
-STORAGES = ("tensor", "memmap")
-SAMPLERS = ("random", "prioritized", "without_replacement", "slice")
 TRAJ_KEY = ("collector", "traj_ids")  # written by TorchRL collectors; the slice sampler's key
 
 
@@ -116,24 +113,18 @@ class PrioritizedSamplerTorch(PrioritizedSampler):
 
 
 def _sampler(cfg: DictConfig) -> Sampler:
-    name = choose("replay_buffer.sampler", cfg.sampler, SAMPLERS)
+    name = cfg.sampler
     if name == "prioritized":
         return PrioritizedSamplerTorch(max_capacity=cfg.size, alpha=cfg.alpha, beta=cfg.beta)
     if name == "without_replacement":
         return SamplerWithoutReplacement(drop_last=False)
     if name == "slice":
-        if cfg.batch_size % cfg.slice_len:
-            raise ConfigError(
-                f"replay_buffer.slice_len={cfg.slice_len} must divide "
-                f"replay_buffer.batch_size={cfg.batch_size}."
-            )
         return SliceSampler(slice_len=cfg.slice_len, traj_key=TRAJ_KEY, strict_length=False)
     return RandomSampler()
 
 
 def _storage(cfg: DictConfig, run_dir: Path, device: torch.device):
-    name = choose("replay_buffer.storage", cfg.storage, STORAGES)
-    if name == "memmap":  # on disk: the placement keeps it on the CPU
+    if cfg.storage == "memmap":  # on disk: the placement keeps it on the CPU
         return LazyMemmapStorage(cfg.size, scratch_dir=run_dir / "replay_buffer", device=device)
     return LazyTensorStorage(cfg.size, device=device)
 

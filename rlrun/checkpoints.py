@@ -41,10 +41,9 @@ from omegaconf import DictConfig, OmegaConf
 from torchrl.checkpoint import Checkpoint, CheckpointError, CheckpointRotation, GlobalRNGState
 from torchrl.trainers import Trainer
 
-from rlrun.errors import ConfigError, choose
+from rlrun.errors import ConfigError
 from rlrun.loggers import redact_secrets
 
-BACKENDS = ("torch", "torchsnapshot", "none")
 CHECKPOINT_DIR = "checkpoints"
 PREFIX = "checkpoint"
 BEST = "best"
@@ -193,10 +192,7 @@ def trainer_checkpoint_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     :class:`SnapshotSaver` (a hook), ``none`` saves nothing.
     """
     ckpt = cfg.checkpoint
-    backend = choose("checkpoint.backend", ckpt.backend, BACKENDS)
-    if ckpt.keep < 1:
-        raise ConfigError(f"checkpoint.keep={ckpt.keep} must be at least 1.")
-    if backend != "torch":
+    if ckpt.backend != "torch":
         return {"save_trainer_interval": NEVER}
     config = composed_config(cfg)
     return {
@@ -225,13 +221,8 @@ class SnapshotSaver:
     collector down, whose state cannot be read afterwards)."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path) -> None:
-        try:
-            import torchsnapshot
-        except ImportError:
-            raise ConfigError(
-                "checkpoint.backend=torchsnapshot needs the torchsnapshot package: "
-                "pip install 'rlrun[torchsnapshot]' (or use checkpoint.backend=torch)."
-            ) from None
+        import torchsnapshot  # installed: checked before the run (rlrun/validation.py)
+
         self.torchsnapshot = torchsnapshot
         logging.getLogger("torchsnapshot").setLevel(logging.WARNING)
         self.config = composed_config(cfg)

@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rlrun.config import register_configs
 from rlrun.errors import ConfigError, RunError, describe_config_error
 from rlrun.resume import resume_args
+from rlrun.validation import check_command_line
 
 # rlrun's presets rlrun/conf/hydra/launcher/joblib.yaml, hydra/sweeper/basic.yaml, ... share the
 # plugins' names on purpose (the plugin's dataclass validates them); Hydra warns about it on each
@@ -56,7 +57,9 @@ def _help_text() -> str:
     groups += [g for g in root.joinpath("hydra").iterdir() if g.is_dir()]
     lines = []
     for group in groups:
-        options = sorted(f.name[:-5] for f in group.iterdir() if f.name.endswith(".yaml"))
+        options = sorted(  # _base.yaml: a group's defaults, not an option
+            f.name[:-5] for f in group.iterdir() if f.name.endswith(".yaml") and f.name[0] != "_"
+        )
         name = f"hydra/{group.name}" if group.parent.name == "hydra" else group.name
         if options:
             lines.append(f"  {name + ':':17s} {', '.join(options)}")
@@ -102,7 +105,11 @@ def main() -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, then print them short
     try:
+        check_command_line(sys.argv[1:])  # before Hydra creates a folder (rlrun/validation.py)
         _hydra_main()
+    except ConfigError as err:
+        print(f"rlrun: error: {err}", file=sys.stderr)
+        sys.exit(2)
     except (ConfigCompositionException, MissingConfigException, OmegaConfBaseException) as err:
         if full_error:
             raise

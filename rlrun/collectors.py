@@ -34,11 +34,10 @@ from torchrl.weight_update import MultiProcessWeightSyncScheme
 from rlrun.copying import COPYABLE_ATTR, copy_problem, declared_not_copyable
 from rlrun.devices import Placement
 from rlrun.envs import make_env
-from rlrun.errors import ConfigError, RunError, choose
+from rlrun.errors import ConfigError, RunError
 from rlrun.policies import build_policy
 
 KINDS = {"sync": Collector, "multi_sync": MultiSyncCollector, "async": MultiAsyncCollector}
-POLICY_COPY = ("auto", "always", "never")
 log = logging.getLogger(__name__)
 
 
@@ -177,8 +176,7 @@ def make_collector(
     (``collector.traj_ids=null``). ``exploration`` is the module ``policy`` ends with, if any;
     workers that build their own policy append a copy of it.
     """
-    kind = choose("collector.kind", cfg.kind, KINDS)
-    choose("collector.policy_copy", cfg.policy_copy, POLICY_COPY)
+    kind = cfg.kind
     common = {
         "frames_per_batch": cfg.frames_per_batch,
         "total_frames": total_frames,
@@ -191,13 +189,6 @@ def make_collector(
         track = traj_ids_read if cfg.traj_ids is None else cfg.traj_ids
         placement = _sync_policy(cfg, policy, where)
         return Collector(env, **placement, track_traj_ids=track, **common)
-    if cfg.traj_ids is False:
-        raise ConfigError(
-            f"collector.traj_ids=false: collector={kind} always writes trajectory ids (its "
-            "workers' batches are merged by them); only collector=sync can skip them."
-        )
-    if cfg.num_workers < 1:
-        raise ConfigError(f"collector.num_workers={cfg.num_workers} must be at least 1.")
     worker_factory = None
     if cfg.policy_factory:
         factory_cfg = policy_cfg.copy()

@@ -1,7 +1,10 @@
 """Structured configs: the schema every YAML file under ``conf/`` is checked against.
 
-Hydra merges each YAML group option into the dataclass registered for it, so a misspelt key or a
-value of the wrong type fails at compose time, before anything heavy is imported.
+The schema holds types, choices and ranges; the values and their comments live in the YAML files
+only (``conf/<group>/_base.yaml`` for a group's defaults, one file per option for what it changes).
+Hydra merges each YAML group option into the dataclass registered for it, so a misspelt key, a
+value of the wrong type or a choice that does not exist fails at compose time, before anything
+heavy is imported; ranges and cross-group rules are checked next, by ``rlrun/validation.py``.
 The schemas are stored under ``rlrun_*`` names so they cannot collide with TorchRL's own
 ConfigStore entries (``logger/csv``, ``collector/sync``, ...).
 
@@ -12,45 +15,94 @@ carry its own keys, which are handed to their ``_target_``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 
+def _choices(name: str, *values: str) -> type[StrEnum]:
+    """A choice type: Hydra rejects any other value at compose time, listing these."""
+    return StrEnum(name, list(values), module=__name__)
+
+
+EnvBackend = _choices("EnvBackend", "gym_vector", "gym")
+StartMethod = _choices("StartMethod", "fork", "spawn", "forkserver")
+PolicyKind = _choices("PolicyKind", "mlp", "lstm", "gru")
+Activation = _choices("Activation", "tanh", "relu", "elu", "gelu")
+RegressionLoss = _choices("RegressionLoss", "l2", "smooth_l1", "l1")
+TargetUpdate = _choices("TargetUpdate", "hard", "soft")
+CollectorKind = _choices("CollectorKind", "sync", "multi_sync", "async")
+PolicyCopy = _choices("PolicyCopy", "auto", "always", "never")
+Storage = _choices("Storage", "tensor", "memmap")
+Sampler = _choices("Sampler", "random", "prioritized", "without_replacement", "slice")
+WandbMode = _choices("WandbMode", "online", "offline", "disabled", "auto")
+CheckpointBackend = _choices("CheckpointBackend", "torch", "torchsnapshot", "none")
+
+
+@dataclass(frozen=True)
+class Range:
+    """Allowed numbers of a key: ``low``/``high`` bounds, open or closed (checked in
+    ``rlrun/validation.py``; ``None`` always passes, for optional keys)."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, x: float) -> bool:
+        above = x > self.low if self.low_open else x >= self.low
+        below = x < self.high if self.high_open else x <= self.high
+        return above and below
+
+    def __str__(self) -> str:
+        if self.high == math.inf:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"in {left}{self.low:g}, {self.high:g}{right}"
+
+
+def ranged(low: float = -math.inf, high: float = math.inf, **openness: bool) -> Any:
+    """A field with no default (the YAML gives it) whose value must lie in a :class:`Range`."""
+    return field(default=MISSING, metadata={"range": Range(low, high, **openness)})
+
+
+POSITIVE = {"low": 0, "low_open": True}  # > 0
+PROBABILITY = {"low": 0, "high": 1}  # [0, 1]
+
+
 @dataclass
 class EnvConfig:
     """An environment: any gymnasium id, wrapped by TorchRL (read by ``rlrun/envs.py``)."""
 
-    id: str = "CartPole-v1"
-    backend: str = "gym_vector"  # gym_vector | gym | parallel
-    num_envs: int = 8
-    parallel: bool = False  # true: ``backend`` gym envs run in ParallelEnv worker processes
-    mp_start_method: str | None = None  # ParallelEnv workers; null: fork, spawn with CUDA
-    max_episode_steps: int | None = None
-    obs_mask: list[int] | None = None  # indices of the observation vector the agent sees
-    transforms: list[Any] = field(default_factory=list)  # extra TorchRL transforms (_target_)
-    kwargs: dict[str, Any] = field(default_factory=dict)  # passed to gymnasium.make
+    id: str = MISSING
+    backend: EnvBackend = MISSING
+    num_envs: int = ranged(1)
+    parallel: bool = MISSING
+    mp_start_method: StartMethod | None = MISSING
+    max_episode_steps: int | None = ranged(1)
+    obs_mask: list[int] | None = MISSING
+    transforms: list[Any] = MISSING
+    kwargs: dict[str, Any] = MISSING
 
 
 @dataclass
 class PolicyConfig:
     """Actor and critic networks (read by ``rlrun/policies.py``)."""
 
-    _target_: str = "rlrun.policies.make_actor_critic"
-    kind: str = "mlp"  # mlp | lstm | gru
-    hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
-    activation: str = "tanh"
-    hidden_size: int = 64  # recurrent cell width (lstm, gru)
-    num_layers: int = 1  # recurrent layers (lstm, gru)
-    recurrent_critic: bool = True
-    # Recurrent-mode flags: which phases process whole sequences (True) or single steps (False).
-    recurrent_mode: dict[str, bool] = field(
-        default_factory=lambda: {"collect": False, "loss": True, "eval": False}
-    )
-    compile: bool = False  # torch.compile the policy the collector steps (policy.compile=true)
-    cudagraphs: bool = False  # capture the collector's policy in a CUDA graph (CUDA only)
+    _target_: str = MISSING
+    kind: PolicyKind = MISSING
+    hidden_sizes: list[int] = MISSING
+    activation: Activation = MISSING
+    hidden_size: int = ranged(1)
+    num_layers: int = ranged(1)
+    recurrent_critic: bool = MISSING
+    recurrent_mode: dict[str, bool] = MISSING
+    compile: bool = MISSING
+    cudagraphs: bool = MISSING
 
 
 @dataclass
@@ -59,150 +111,149 @@ class AlgoConfig:
     step's ``max_grad_norm``, ``compile``, ``cudagraphs`` (``rlrun/updates.py``)."""
 
     name: str = MISSING
-    gamma: float = 0.99
-    max_grad_norm: float = 10.0
-    compile: bool = False  # torch.compile the update step (loss, backward, optimiser step)
-    cudagraphs: bool = False  # capture the update step in a CUDA graph (device=cuda only)
+    gamma: float = ranged(**PROBABILITY)
+    max_grad_norm: float = ranged(**POSITIVE)
+    compile: bool = MISSING
+    cudagraphs: bool = MISSING
 
 
 @dataclass
 class PPOConfig(AlgoConfig):
     """Clipped PPO with GAE (read by ``rlrun/algorithms.py``)."""
 
-    name: str = "ppo"
-    gae_lambda: float = 0.95
-    clip_epsilon: float = 0.2
-    entropy_coef: float = 0.01
-    critic_coef: float = 0.5
-    normalize_advantage: bool = True
-    epochs: int = 4
-    minibatch_size: int = 256
-    sequence_length: int | None = None  # recurrent policies: minibatch slices of this length
-    logprob_check_tol: float = 1e-3
-    max_grad_norm: float = 0.5
+    gae_lambda: float = ranged(**PROBABILITY)
+    clip_epsilon: float = ranged(**POSITIVE)
+    entropy_coef: float = ranged(0)
+    critic_coef: float = ranged(0)
+    normalize_advantage: bool = MISSING
+    epochs: int = ranged(1)
+    minibatch_size: int = ranged(1)
+    sequence_length: int | None = ranged(1)
+    logprob_check_tol: float = ranged(**POSITIVE)
 
 
 @dataclass
-class DQNConfig(AlgoConfig):
+class OffPolicyConfig(AlgoConfig):
+    """Keys shared by the replay-buffer algorithms."""
+
+    loss_function: RegressionLoss = MISSING
+    tau: float = ranged(0, 1, low_open=True)
+    utd_ratio: float = ranged(**POSITIVE)
+
+
+@dataclass
+class DQNConfig(OffPolicyConfig):
     """DQN (read by ``rlrun/algorithms.py``)."""
 
-    name: str = "dqn"
-    loss_function: str = "l2"
-    double_dqn: bool = True
-    eps_start: float = 1.0
-    eps_end: float = 0.05
-    eps_anneal_frames: int = 10000  # frames over which epsilon goes from eps_start to eps_end
-    target_update: str = "hard"  # hard | soft
-    target_update_period: int = 500  # hard: optimisation steps between target copies
-    tau: float = 0.005  # soft: target += tau * (online - target), every step
-    utd_ratio: float = 1.0  # optimisation steps per collected frame
+    double_dqn: bool = MISSING
+    eps_start: float = ranged(**PROBABILITY)
+    eps_end: float = ranged(**PROBABILITY)
+    eps_anneal_frames: int = ranged(0)
+    target_update: TargetUpdate = MISSING
+    target_update_period: int = ranged(1)
 
 
 @dataclass
-class SACConfig(AlgoConfig):
+class SACConfig(OffPolicyConfig):
     """SAC (read by ``rlrun/algorithms.py``)."""
 
-    name: str = "sac"
-    tau: float = 0.005  # soft target update: target += tau * (online - target), every step
-    alpha_init: float = 1.0  # initial entropy temperature (learned towards -|A| entropy)
-    num_qvalue_nets: int = 2  # twin Q
-    loss_function: str = "l2"  # Q regression: l2 | smooth_l1 | l1
-    utd_ratio: float = 1.0  # optimisation steps per collected frame
+    alpha_init: float = ranged(**POSITIVE)
+    num_qvalue_nets: int = ranged(1)
 
 
 @dataclass
 class CollectorConfig:
     """Data collection (read by ``rlrun/collectors.py``)."""
 
-    kind: str = "sync"  # sync | multi_sync | async
-    frames_per_batch: int = 1024
-    init_random_frames: int = 0
-    num_workers: int = 2
-    device: str | None = None  # the collector's policy; default: the top-level ``device``
-    policy_copy: str = "auto"  # auto | always | never
-    policy_factory: str | None = None  # multi-process: a ``_target_`` each worker calls
-    traj_ids: bool | None = None  # write ("collector", "traj_ids"); null: only where read
+    kind: CollectorKind = MISSING
+    frames_per_batch: int = ranged(1)
+    init_random_frames: int = ranged(0)
+    num_workers: int = ranged(1)
+    device: str | None = MISSING
+    policy_copy: PolicyCopy = MISSING
+    policy_factory: str | None = MISSING
+    traj_ids: bool | None = MISSING
 
 
 @dataclass
 class ReplayBufferConfig:
     """Replay buffer (read by ``rlrun/buffers.py``)."""
 
-    storage: str = "tensor"  # tensor | memmap
-    device: str = "cpu"  # where the storage lives: cpu | cuda | cuda:N | auto (the learner's)
-    size: int = 100000
-    sampler: str = "random"  # random | prioritized | without_replacement | slice
-    alpha: float = 0.6  # prioritized: priority exponent
-    beta: float = 0.4  # prioritized: importance-sampling exponent
-    slice_len: int = 8  # slice: steps per sampled sequence
-    batch_size: int = 256
-    prefetch: int | None = None
-    pin_memory: str = "auto"  # auto | true | false
-    transforms: list[Any] = field(default_factory=list)
+    storage: Storage = MISSING
+    device: str = MISSING
+    size: int = ranged(1)
+    sampler: Sampler = MISSING
+    alpha: float = ranged(0)
+    beta: float = ranged(**PROBABILITY)
+    slice_len: int = ranged(1)
+    batch_size: int = ranged(1)
+    prefetch: int | None = ranged(1)
+    pin_memory: str = MISSING  # auto | true | false (YAML reads true/false as booleans)
+    transforms: list[Any] = MISSING
 
 
 @dataclass
 class OptimConfig:
     """Optimizer (read by ``rlrun/updates.py``)."""
 
-    _target_: str = "torch.optim.Adam"
-    lr: float = 3e-4
-    weight_decay: float = 0.0
-    anneal_lr: bool = False  # linear decay to 0 over trainer.total_frames
-    kwargs: dict[str, Any] = field(default_factory=dict)  # other arguments of the optimizer class
+    _target_: str = MISSING
+    lr: float = ranged(**POSITIVE)
+    weight_decay: float = ranged(0)
+    anneal_lr: bool = MISSING
+    kwargs: dict[str, Any] = MISSING
 
 
 @dataclass
 class TrainerConfig:
     """TorchRL Trainer settings (read by ``rlrun/run.py``)."""
 
-    total_frames: int = 100000
-    log_every_frames: int = 0  # 0: log every collected batch
-    progress_bar: bool = True
-    num_threads: int | None = None  # torch threads; default: 1 per job for small nets
+    total_frames: int = ranged(1)
+    log_every_frames: int = ranged(0)
+    progress_bar: bool = MISSING
+    num_threads: int | None = ranged(1)
 
 
 @dataclass
 class LoggerConfig:
     """Loggers, one or several (read by ``rlrun/loggers.py``)."""
 
-    csv: bool = False
-    tensorboard: bool = False
-    wandb: bool = False
-    mlflow: bool = False
-    project: str = "rlrun"
-    entity: str | None = None
-    group: str | None = None
-    mode: str = "auto"  # wandb: online | offline | disabled | auto (offline without credentials)
-    tags: list[str] = field(default_factory=list)
+    csv: bool = MISSING
+    tensorboard: bool = MISSING
+    wandb: bool = MISSING
+    mlflow: bool = MISSING
+    project: str = MISSING
+    entity: str | None = MISSING
+    group: str | None = MISSING
+    mode: WandbMode = MISSING
+    tags: list[str] = MISSING
 
 
 @dataclass
 class CheckpointConfig:
     """Checkpoints (read by ``rlrun/checkpoints.py``)."""
 
-    backend: str = "torch"  # torch | torchsnapshot | none
-    every_frames: int = 0  # 0: only at the end of the run and on stop
-    keep: int = 3
+    backend: CheckpointBackend = MISSING
+    every_frames: int = ranged(0)
+    keep: int = ranged(1)
 
 
 @dataclass
 class EvalConfig:
     """Evaluation on a separate env (read by ``rlrun/evaluation.py``)."""
 
-    every_frames: int = 0  # 0: no evaluation
-    episodes: int = 5
-    video: bool = False
-    max_steps: int = 1000
+    every_frames: int = ranged(0)
+    episodes: int = ranged(1)
+    video: bool = MISSING
+    max_steps: int = ranged(1)
 
 
 @dataclass
 class RootConfig:
     """The whole run. Group options are merged into these nodes."""
 
-    seed: int = 0
-    device: str = "cpu"  # the learner's: cpu | cuda | cuda:N | auto (rlrun/devices.py)
-    resume: str | None = None
+    seed: int = MISSING
+    device: str = MISSING
+    resume: str | None = MISSING
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: Any = MISSING
     algo: Any = MISSING
@@ -216,11 +267,13 @@ class RootConfig:
     hooks: dict[str, Any] = field(default_factory=dict)
 
 
+ALGO_SCHEMAS = {"ppo": PPOConfig, "dqn": DQNConfig, "sac": SACConfig}
+
+
 def register_configs() -> None:
     """Store the schemas in Hydra's ConfigStore (idempotent)."""
     cs = ConfigStore.instance()
     cs.store(name="rlrun_root_schema", node=RootConfig)
     cs.store(group="policy", name="rlrun_policy_schema", node=PolicyConfig)
-    cs.store(group="algo", name="rlrun_ppo_schema", node=PPOConfig)
-    cs.store(group="algo", name="rlrun_dqn_schema", node=DQNConfig)
-    cs.store(group="algo", name="rlrun_sac_schema", node=SACConfig)
+    for name, schema in ALGO_SCHEMAS.items():
+        cs.store(group="algo", name=f"rlrun_{name}_schema", node=schema)

@@ -29,7 +29,6 @@ from tensordict.nn import TensorDictModuleBase
 from rlrun.errors import ConfigError, choose
 
 CPU = torch.device("cpu")
-START_METHODS = ("fork", "spawn", "forkserver")
 _warned_pin_without_cuda = False
 
 
@@ -150,7 +149,6 @@ def placement(cfg: DictConfig, cuda_devices: int | None = None) -> Placement:
     start_method = cfg.env.mp_start_method
     if start_method is None:
         start_method = "spawn" if cuda else "fork"
-    choose("env.mp_start_method", start_method, START_METHODS)
     if cuda and start_method == "fork" and cfg.env.parallel:
         raise ConfigError(
             "env.mp_start_method=fork with CUDA in the run: a process forked after CUDA starts "

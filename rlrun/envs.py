@@ -30,9 +30,7 @@ from torchrl.envs import (
     TransformedEnv,
 )
 
-from rlrun.errors import ConfigError, choose
-
-BACKENDS = ("gym_vector", "gym")
+from rlrun.errors import ConfigError
 
 
 class ObservationMask(ObservationTransform):
@@ -82,7 +80,6 @@ def _base_env(cfg: DictConfig, num_envs: int, start_method: str) -> EnvBase:
     make_one = functools.partial(_single_gym_env, cfg.id, kwargs)
     if cfg.parallel:
         return ParallelEnv(num_envs, make_one, mp_start_method=start_method)
-    choose("env.backend", cfg.backend, BACKENDS)
     if cfg.backend == "gym_vector":
         # Autoreset off: TorchRL resets finished sub-envs itself (a masked ``reset``), so the
         # true last observation comes straight from ``step``. With gymnasium's autoreset,

@@ -66,7 +66,7 @@ def describe_config_error(err: BaseException) -> str:
         options = [
             ln
             for ln in lines[idx + 1 :]
-            if not ln.startswith(("Config search", "provider=", "rlrun_"))  # rlrun_*: schemas
+            if not ln.startswith(("Config search", "provider=", "rlrun_", "_"))  # schemas, bases
         ]
         near = difflib.get_close_matches(option, options, n=1)
         hint = f" Did you mean {group}={near[0]}?" if near else ""
@@ -76,6 +76,40 @@ def describe_config_error(err: BaseException) -> str:
         near = _nearest_key(key)
         hint = f" Did you mean {near}?" if near else ""
         return f"{key} is not a known key.{hint} (To add a new key, write +{key}=...)"
+    if "Invalid value '" in cause and "expected one of [" in cause:  # a choice (rlrun/config.py)
+        value = cause.split("Invalid value '", 1)[1].split("'", 1)[0]
+        options = cause.split("expected one of [", 1)[1].split("]", 1)[0].split(", ")
+        key = cause.split("full_key: ", 1)[1].split()[0] if "full_key: " in cause else "value"
+        near = difflib.get_close_matches(value, options, n=1)
+        hint = f" Did you mean {near[0]}?" if near else ""
+        return f"{key}={value} is not valid; choose one of: {', '.join(options)}.{hint}"
+    if text.startswith("In 'experiment/") and "not in '" in text and "full_key: " in text:
+        return _preset_mismatch(text)
     first = lines[0] if lines else type(err).__name__
     detail = cause.splitlines()[0] if cause else (lines[1] if len(lines) > 1 else "")
     return f"{first}: {detail}" if detail else first
+
+
+def _preset_mismatch(text: str) -> str:
+    """``+experiment=ppo algo=dqn``: the preset sets keys of another algorithm (or policy)."""
+    from importlib.resources import files
+
+    from rlrun.config import ALGO_SCHEMAS
+
+    preset = text.split("In 'experiment/", 1)[1].split("'", 1)[0]
+    key = text.split("full_key: ", 1)[1].split()[0]
+    schema = text.split("not in '", 1)[1].split("'", 1)[0]
+    group = key.split(".", 1)[0]
+    chosen = next((n for n, s in ALGO_SCHEMAS.items() if s.__name__ == schema), None)
+    if chosen is None:
+        return f"+experiment={preset} sets {key}, which your {group} config does not have."
+    presets = sorted(
+        f.name[:-5]
+        for f in files("rlrun.conf").joinpath("experiment").iterdir()
+        if f.name.startswith(chosen) and f.name.endswith(".yaml")
+    )
+    use = f"use +experiment={' or +experiment='.join(presets)}, or " if presets else ""
+    return (
+        f"+experiment={preset} sets {key}, which {group}={chosen} does not have (a preset is "
+        f"made for its own algorithm): {use}drop {group}={chosen} to run the {preset} preset."
+    )

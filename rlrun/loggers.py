@@ -16,11 +16,6 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from torchrl.record.loggers import CSVLogger, Logger, TensorboardLogger
 
-from rlrun.errors import choose
-
-WANDB_MODES = ("online", "offline", "disabled", "auto")
-
-
 SECRET = re.compile(r"api_?key|token|secret|password", re.IGNORECASE)
 
 
@@ -143,7 +138,7 @@ def sweep_group() -> str | None:
 def _wandb_logger(cfg: DictConfig, run_dir: Path, exp_name: str) -> Logger:
     from torchrl.record.loggers.wandb import WandbLogger
 
-    mode = choose("logger.mode", cfg.mode, WANDB_MODES)
+    mode = cfg.mode
     if mode == "auto":
         has_key = bool(os.environ.get("WANDB_API_KEY")) or (Path.home() / ".netrc").exists()
         mode = "online" if has_key else "offline"

@@ -36,10 +36,9 @@ from torchrl.modules import (
 )
 from torchrl.modules.utils import get_primers_from_module
 
-from rlrun.errors import ConfigError, choose
+from rlrun.errors import ConfigError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
-KINDS = ("mlp", "lstm", "gru")
 # Phases of a run and whether a recurrent policy processes whole sequences in each by default.
 PHASES = {"collect": False, "loss": True, "eval": False}
 STEPPING_PHASES = ("collect", "eval")  # phases that call the policy once per env step
@@ -160,8 +159,6 @@ def make_actor_critic(
     **_: object,
 ) -> ActorCritic:
     """Build a stochastic actor and a state-value critic for the env's specs."""
-    choose("policy.kind", kind, KINDS)
-    choose("policy.activation", activation, ACTIVATIONS)
     obs_dim = observation_spec["observation"].shape[-1]
     dist_cls, dist_kwargs, n_out = _distribution(action_spec)
     primers: list[Transform] = []
@@ -225,17 +222,9 @@ def build_policy(
 
 
 def recurrent_modes(flags: dict[str, bool]) -> dict[str, bool]:
-    """Check ``policy.recurrent_mode`` and fill in the defaults of the phases it leaves out."""
-    for phase in flags:
-        choose("policy.recurrent_mode key", phase, PHASES)
-    modes = {**PHASES, **flags}
-    for phase in STEPPING_PHASES:
-        if modes[phase]:
-            raise ConfigError(
-                f"policy.recurrent_mode.{phase}=true is not valid: {phase} steps the envs one time "
-                "step at a time (sequence mode would read the env batch as time); set it to false."
-            )
-    return modes
+    """``policy.recurrent_mode`` (checked by ``rlrun/validation.py``) with the defaults of the
+    phases it leaves out."""
+    return {**PHASES, **flags}
 
 
 def make_qvalue_actor(
@@ -252,7 +241,6 @@ def make_qvalue_actor(
     Returned as ``ActorCritic(actor=q_actor, qvalue=q_actor)``: the actor acts greedily, the
     loss trains the same module's values. Exploration is added by ``algo=dqn``.
     """
-    choose("policy.activation", activation, ACTIVATIONS)
     if action_spec.domain != "discrete":
         raise ConfigError(
             "policy._target_=rlrun.policies.make_qvalue_actor needs a discrete action space; "
@@ -275,7 +263,6 @@ def make_sac_networks(
 ) -> ActorCritic:
     """SAC's networks: a TanhNormal actor scaled to the action bounds and one Q(s, a) network
     (``algo=sac`` makes the twin copies)."""
-    choose("policy.activation", activation, ACTIVATIONS)
     dist_cls, dist_kwargs, n_out = _distribution(action_spec)
     if dist_cls is not TanhNormal:
         raise ConfigError(

@@ -11,9 +11,9 @@ from omegaconf import OmegaConf
 from tensordict import TensorDict, TensorDictBase
 
 from rlrun.buffers import PinnedReplayBuffer, make_replay_buffer, make_replay_buffer_hook
-from rlrun.config import ReplayBufferConfig
 from rlrun.devices import placement
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, describe_config_error
+from rlrun.validation import validate
 
 N = 64
 
@@ -28,8 +28,9 @@ class DropDevice:
 
 
 def rb_cfg(**overrides) -> OmegaConf:
+    """The shipped replay_buffer config with ``overrides``."""
     base = {"size": N, "batch_size": 16}
-    return OmegaConf.merge(OmegaConf.structured(ReplayBufferConfig), {**base, **overrides})
+    return OmegaConf.merge(compose().replay_buffer, {**base, **overrides})
 
 
 def transitions(n: int = N) -> TensorDict:
@@ -123,11 +124,18 @@ def test_memmap_storage_lives_under_run_folder(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"sampler": "prio"}, "replay_buffer.sampler=prio is not valid"),
-        ({"storage": "disk"}, "replay_buffer.storage=disk is not valid"),
-        ({"sampler": "slice", "slice_len": 5}, "slice_len=5 must divide"),
+        (["replay_buffer.sampler=prio"], "replay_buffer.sampler=prio is not valid"),
+        (["replay_buffer.storage=disk"], "replay_buffer.storage=disk is not valid"),
+        (["replay_buffer.sampler=slice", "replay_buffer.slice_len=5"], "slice_len=5 must divide"),
     ],
 )
-def test_bad_config_names_the_key(tmp_path, overrides, message) -> None:
-    with pytest.raises(ConfigError, match=message):
-        make_replay_buffer(rb_cfg(**overrides), tmp_path, cpu_placement())
+def test_bad_config_names_the_key(overrides, message) -> None:
+    try:  # refused at compose time (a choice), or by validation (a rule)
+        validate(compose("+experiment=dqn", *overrides))
+    except ConfigError as err:
+        said = str(err)
+    except Exception as err:
+        said = describe_config_error(err)
+    else:
+        pytest.fail("accepted")
+    assert message in said

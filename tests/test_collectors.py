@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import RLRUN, TINY, cpu_placement, csv_series, run_dirs, run_rlrun, summary
+from conftest import (
+    RLRUN,
+    TINY,
+    compose,
+    cpu_placement,
+    csv_series,
+    run_dirs,
+    run_rlrun,
+    summary,
+)
 from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,12 +62,11 @@ def test_copy_probe_names_the_culprit_and_leaves_the_policy_intact(monkeypatch) 
     from collector_policies import build_locked
     from my_lab.policies import build_policy
 
-    from rlrun.config import EnvConfig
     from rlrun.copying import copy_problem
     from rlrun.envs import make_env
     from rlrun.policies import make_actor_critic
 
-    env = make_env(OmegaConf.structured(EnvConfig(num_envs=2)))
+    env = make_env(compose("env.num_envs=2").env)
     specs = {
         "observation_spec": env.observation_spec,
         "action_spec": env.full_action_spec["action"],
@@ -81,13 +89,12 @@ def test_copy_probe_names_the_culprit_and_leaves_the_policy_intact(monkeypatch) 
 def test_loss_must_train_the_policy_the_collector_runs_in_place() -> None:
     from torchrl.objectives import ClipPPOLoss
 
-    from rlrun.config import EnvConfig
     from rlrun.copying import check_loss_trains_in_place
     from rlrun.envs import make_env
     from rlrun.errors import ConfigError
     from rlrun.policies import make_actor_critic
 
-    env = make_env(OmegaConf.structured(EnvConfig(num_envs=2)))
+    env = make_env(compose("env.num_envs=2").env)
     ac = make_actor_critic(
         observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
     )
@@ -98,21 +105,22 @@ def test_loss_must_train_the_policy_the_collector_runs_in_place() -> None:
 
 def test_trajectory_ids_are_written_only_where_read() -> None:
     from rlrun.collectors import make_collector
-    from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
     from rlrun.envs import make_env
     from rlrun.errors import ConfigError
     from rlrun.policies import make_actor_critic
+    from rlrun.validation import validate
 
-    env_cfg = OmegaConf.structured(EnvConfig(num_envs=2))
+    env_cfg = compose("env.num_envs=2").env
     env = make_env(env_cfg)
     actor = make_actor_critic(
         observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
     ).actor
-    policy_cfg = OmegaConf.structured(PolicyConfig())
+    policy_cfg = compose().policy
     where = cpu_placement()
 
     def first_batch(traj_ids: bool | None, read: bool):
-        cfg = OmegaConf.structured(CollectorConfig(frames_per_batch=16, traj_ids=traj_ids))
+        traj = "null" if traj_ids is None else str(traj_ids).lower()
+        cfg = compose("collector.frames_per_batch=16", f"collector.traj_ids={traj}").collector
         collector = make_collector(
             cfg, env, actor, 16, where, env_cfg=env_cfg, policy_cfg=policy_cfg, traj_ids_read=read
         )
@@ -124,9 +132,8 @@ def test_trajectory_ids_are_written_only_where_read() -> None:
     assert traj not in first_batch(None, read=False).keys(True)  # PPO: nothing reads them
     assert traj in first_batch(None, read=True).keys(True)  # e.g. the slice sampler
     assert traj in first_batch(True, read=False).keys(True)  # asked for explicitly
-    cfg = OmegaConf.structured(CollectorConfig(kind="async", traj_ids=False))
     with pytest.raises(ConfigError, match="only collector=sync can skip them"):
-        make_collector(cfg, env, actor, 16, where, env_cfg=env_cfg, policy_cfg=policy_cfg)
+        validate(compose("collector=async", "collector.traj_ids=false"))
 
 
 def test_uncopyable_policy_trains_in_place_with_one_warning(workdir: Path) -> None:

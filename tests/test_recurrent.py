@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, run_dirs, run_rlrun, summary
+from conftest import TINY, compose, run_dirs, run_rlrun, summary
 from omegaconf import OmegaConf
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
@@ -17,31 +17,26 @@ from torchrl.collectors import Collector
 from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.modules import recurrent_mode, set_recurrent_mode
 
-from rlrun.algorithms import ALGORITHMS, SEQUENCE_ALGORITHMS, log_prob_error, make_algorithm
+from rlrun.algorithms import log_prob_error, make_algorithm
+from rlrun.config import ALGO_SCHEMAS
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError
 from rlrun.policies import ActorCritic, RecurrentScope, make_actor_critic, recurrent_modes
+from rlrun.validation import SEQUENCE_ALGORITHMS, check_policy
 
 CPU = torch.device("cpu")
 
-CONF = Path(__file__).resolve().parents[1] / "rlrun" / "conf"
 OBS = Composite(observation=Unbounded(shape=(3,)))
 ACTION = Categorical(2)
 
 
 def algo_cfg(**over) -> OmegaConf:
-    """The shipped ``algo/ppo.yaml`` values (schema defaults line dropped), with overrides."""
-    cfg = OmegaConf.load(CONF / "algo" / "ppo.yaml")
-    cfg.pop("defaults")
-    return OmegaConf.merge(cfg, {"name": "ppo", **over})
+    """The shipped ``algo=ppo`` config, with overrides."""
+    return OmegaConf.merge(compose("algo=ppo").algo, over)
 
 
 def masked_cartpole(num_envs: int = 4):
-    cfg = OmegaConf.load(CONF / "env" / "cartpole_masked.yaml")
-    cfg = OmegaConf.merge(
-        {"parallel": False, "max_episode_steps": None, "transforms": [], "kwargs": {}}, cfg
-    )
-    return make_env(cfg, num_envs=num_envs, seed=0)
+    return make_env(compose("env=cartpole_masked").env, num_envs=num_envs, seed=0)
 
 
 def random_sequences(ac, batch: int, steps: int, resets: list[tuple[int, int]]) -> TensorDict:
@@ -118,9 +113,9 @@ def test_scope_restores_mode_after_exception() -> None:
 def test_recurrent_mode_flags_are_checked() -> None:
     assert recurrent_modes({"loss": True}) == {"collect": False, "loss": True, "eval": False}
     with pytest.raises(ConfigError, match="policy.recurrent_mode.collect=true"):
-        recurrent_modes({"collect": True})
-    with pytest.raises(ConfigError, match="choose one of: collect, eval, loss"):
-        recurrent_modes({"colect": False})
+        check_policy(compose("policy=lstm", "policy.recurrent_mode.collect=true").policy)
+    with pytest.raises(ConfigError, match="choose one of: collect, loss, eval"):
+        check_policy(compose("policy=lstm", "+policy.recurrent_mode.colect=false").policy)
 
 
 def collected_batch(kind: str, num_envs: int = 4, frames: int = 256):
@@ -202,7 +197,7 @@ def test_loss_mode_off_is_rejected_by_ppo() -> None:
         make_algorithm(algo_cfg(), ac, 1024, CPU)
 
 
-@pytest.mark.parametrize("algo", sorted(set(ALGORITHMS) - set(SEQUENCE_ALGORITHMS)) or [None])
+@pytest.mark.parametrize("algo", sorted(set(ALGO_SCHEMAS) - set(SEQUENCE_ALGORITHMS)) or [None])
 def test_recurrent_policy_with_a_non_sequence_algorithm(algo: str | None, workdir: Path) -> None:
     if algo is None:
         pytest.skip("every algorithm here trains on sequences")

@@ -1,0 +1,343 @@
+"""Everything about a run that can be checked before anything heavy is built, checked once.
+
+Hydra has already rejected unknown keys, wrong types and invalid choices (``rlrun/config.py``).
+:func:`validate` adds what a schema cannot say: numeric ranges, rules that span groups (the
+algorithm against the env's action space, a recurrent policy against the algorithm, the collector
+against its policy factory, evaluation against the env), importable ``_target_``s, the devices
+(``rlrun/devices.py``) and the optional packages a choice needs. :func:`check_run_folder` says
+whether the run folder can be written. The console script runs both before Hydra creates the run
+folder, so a rejected run leaves nothing on disk (``rlrun/cli.py``); every job runs
+:func:`validate` again, for launchers and sweepers that compose jobs themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlrun.config import Range
+from rlrun.errors import ConfigError
+
+# what each optional choice imports, and the extra that installs it
+EXTRAS = {
+    "torchsnapshot": "torchsnapshot",
+    "wandb": "wandb",
+    "mlflow": "mlflow",
+    "tensorboard": "tensorboard",
+    "moviepy": "video",
+    "hydra_plugins.hydra_joblib_launcher": "launchers",
+    "hydra_plugins.hydra_submitit_launcher": "launchers",
+    "hydra_plugins.hydra_optuna_sweeper": "optuna",
+}
+SEQUENCE_ALGORITHMS = ("ppo",)  # those that train recurrent policies on whole sequences
+RECURRENT_KINDS = ("lstm", "gru")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise a one-line ConfigError for the first thing in ``cfg`` that cannot run (the
+    checks that import nothing heavy first)."""
+    check_ranges(cfg)
+    check_optional_packages(cfg)
+    check_collector(cfg.collector)
+    check_replay_buffer(cfg.replay_buffer)
+    check_algorithm(cfg)
+
+    from rlrun.devices import placement  # imports torch
+
+    placement(cfg)  # devices that exist, and combinations that can work
+    check_policy(cfg.policy)
+    check_targets(cfg)
+    check_env(cfg)
+
+
+def _ranged_fields(node: DictConfig, prefix: str) -> Iterator[tuple[str, Any, Range]]:
+    schema = OmegaConf.get_type(node)
+    if not dataclasses.is_dataclass(schema):
+        return  # a user's own option file without the schema
+    for f in dataclasses.fields(schema):
+        value = node.get(f.name)
+        if dataclasses.is_dataclass(f.type) or isinstance(value, DictConfig):
+            if isinstance(value, DictConfig):
+                yield from _ranged_fields(value, f"{prefix}{f.name}.")
+        elif "range" in f.metadata and isinstance(value, int | float):
+            yield f"{prefix}{f.name}", value, f.metadata["range"]
+
+
+def check_ranges(cfg: DictConfig) -> None:
+    """Every number the schema bounds (``rlrun/config.py``: ``ranged``) is within its range."""
+    for key, value, allowed in _ranged_fields(cfg, ""):
+        if not allowed.admits(value):
+            raise ConfigError(f"{key}={value} is out of range: it must be {allowed}.")
+    sizes = cfg.policy.get("hidden_sizes") or []
+    if any(int(size) < 1 for size in sizes):
+        raise ConfigError(f"policy.hidden_sizes={list(sizes)}: every layer needs >= 1 unit.")
+
+
+def _missing_extra(module: str) -> str | None:
+    """The extra that installs ``module`` when it cannot be imported, else None."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        found = False
+    if found:
+        return None
+    extra = next((e for m, e in EXTRAS.items() if module.startswith(m)), None)
+    return f"pip install 'rlrun[{extra}]'" if extra else f"pip install {module.split('.')[0]}"
+
+
+def _need(module: str, why: str) -> None:
+    fix = _missing_extra(module)
+    if fix is not None:
+        raise ConfigError(f"{why} needs the {module.split('.')[0]} package: {fix}.")
+
+
+def check_optional_packages(cfg: DictConfig) -> None:
+    """The packages the chosen backends import (loggers, checkpoints, video, launchers)."""
+    if cfg.checkpoint.backend == "torchsnapshot":
+        _need("torchsnapshot", "checkpoint.backend=torchsnapshot")
+    for name in ("tensorboard", "wandb", "mlflow"):
+        if cfg.logger[name]:
+            _need(name, f"logger={name}")
+    if cfg.eval.video:
+        _need("moviepy", "eval.video=true")
+    hydra = cfg.get("hydra")
+    if hydra is not None:
+        for group in ("launcher", "sweeper"):
+            target = hydra[group].get("_target_", "")
+            if target.startswith("hydra_plugins."):
+                choice = hydra.runtime.choices.get(f"hydra/{group}", target)
+                _need(target.rsplit(".", 2)[0], f"hydra/{group}={choice}")
+
+
+@functools.cache
+def _importable(path: str) -> str | None:
+    """None if ``path`` (``pkg.module.name``) imports, else why not (as Hydra's ``_target_``
+    lookup does: the longest importable module, then attributes)."""
+    import importlib
+
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:i])
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name is not None and not module_name.startswith(err.name):
+                return f"importing {module_name} failed: {err}"  # a dependency is missing
+            continue
+        except Exception as err:  # the module itself fails to import
+            return f"importing {module_name} failed: {type(err).__name__}: {err}"
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return f"{module_name} has no attribute {attr}"
+            obj = getattr(obj, attr)
+        return None
+    return f"no module named {parts[0]}"
+
+
+def check_targets(cfg: DictConfig) -> None:
+    """Every ``_target_`` a user may swap (policy, optimiser, transforms, hooks) imports."""
+    from rlrun.hooks import parse_hooks
+
+    targets = {
+        "policy._target_": cfg.policy.get("_target_"),
+        "optim._target_": cfg.optim._target_,
+        "collector.policy_factory": cfg.collector.policy_factory,
+    }
+    for group in ("env", "replay_buffer"):
+        for i, transform in enumerate(cfg[group].transforms):
+            targets[f"{group}.transforms[{i}]._target_"] = transform.get("_target_")
+    for entry in parse_hooks(cfg.hooks):  # names and hook points, too
+        targets[f"hooks.{entry.name}._target_"] = entry.options.get("_target_")
+    for key, target in targets.items():
+        why = _importable(target) if target else None
+        if why is not None:
+            raise ConfigError(f"{key}={target} cannot be imported: {why}")
+
+
+def check_algorithm(cfg: DictConfig) -> None:
+    """The algorithm against the policy it trains."""
+    from rlrun.config import ALGO_SCHEMAS
+
+    name, kind = cfg.algo.get("name"), cfg.policy.get("kind")
+    if name not in ALGO_SCHEMAS:
+        choices = ", ".join(ALGO_SCHEMAS)
+        raise ConfigError(f"algo.name={name} is not valid; choose one of: {choices}.")
+    if kind in RECURRENT_KINDS and name not in SEQUENCE_ALGORITHMS:
+        raise ConfigError(
+            f"algo={name} cannot train a recurrent policy (policy={kind}); use "
+            f"algo={' or algo='.join(SEQUENCE_ALGORITHMS)}, or policy=mlp."
+        )
+    if name == "ppo" and cfg.algo.minibatch_size > cfg.collector.frames_per_batch:
+        raise ConfigError(
+            f"algo.minibatch_size={cfg.algo.minibatch_size} is larger than a collected batch "
+            f"(collector.frames_per_batch={cfg.collector.frames_per_batch}); lower it."
+        )
+
+
+def check_policy(cfg: DictConfig) -> None:
+    """``policy.recurrent_mode``: known phases; those that step envs cannot be in sequence mode."""
+    from rlrun.policies import PHASES, STEPPING_PHASES
+
+    for phase, sequence in (cfg.get("recurrent_mode") or {}).items():
+        if phase not in PHASES:
+            raise ConfigError(
+                f"policy.recurrent_mode.{phase} is not a phase; choose one of: {', '.join(PHASES)}."
+            )
+        if sequence and phase in STEPPING_PHASES:
+            raise ConfigError(
+                f"policy.recurrent_mode.{phase}=true is not valid: {phase} steps the envs one time "
+                "step at a time (sequence mode would read the env batch as time); set it to false."
+            )
+
+
+def check_replay_buffer(cfg: DictConfig) -> None:
+    """The sampler against the batch it fills."""
+    if cfg.sampler == "slice" and cfg.batch_size % cfg.slice_len:
+        raise ConfigError(
+            f"replay_buffer.slice_len={cfg.slice_len} must divide "
+            f"replay_buffer.batch_size={cfg.batch_size}."
+        )
+
+
+def check_collector(cfg: DictConfig) -> None:
+    """The collector kind against its policy options."""
+    if cfg.kind == "sync":
+        if cfg.policy_factory:
+            raise ConfigError(
+                "collector.policy_factory is for worker processes; collector=sync runs the "
+                "policy in this process. Use collector=multi_sync or async, or drop the factory."
+            )
+        return
+    if cfg.traj_ids is False:
+        raise ConfigError(
+            f"collector.traj_ids=false: collector={cfg.kind} always writes trajectory ids (its "
+            "workers' batches are merged by them); only collector=sync can skip them."
+        )
+    if cfg.policy_copy == "never" and not cfg.policy_factory:
+        raise ConfigError(
+            f"collector.policy_copy=never runs the policy in place, but collector={cfg.kind} "
+            f"runs it in {cfg.num_workers} worker processes. Set collector.policy_factory to a "
+            "function each worker calls (e.g. collector.policy_factory='${policy._target_}')."
+        )
+
+
+ACTION_SPACES = {"dqn": ("Discrete",), "sac": ("Box",), "ppo": ("Discrete", "Box")}
+
+
+@functools.cache
+def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
+    """The action space's class and the render modes of ``env_id`` (one env made and closed)."""
+    import json
+
+    import gymnasium
+    from gymnasium.error import DependencyNotInstalled
+
+    from rlrun.envs import check_env_id
+
+    check_env_id(env_id)
+    try:
+        env = gymnasium.make(env_id, **json.loads(kwargs_json))
+    except (DependencyNotInstalled, ImportError) as err:
+        hint = str(err).strip().splitlines()[0]
+        raise ConfigError(
+            f"env.id={env_id} needs a package that is not installed: {hint}"
+        ) from None
+    try:
+        return type(env.action_space).__name__, tuple(env.metadata.get("render_modes", ()))
+    finally:
+        env.close()
+
+
+def check_env(cfg: DictConfig) -> None:
+    """The env exists, its packages are installed, the algorithm can act in it, and evaluation
+    can render it."""
+    import json
+
+    kwargs = OmegaConf.to_container(cfg.env.kwargs, resolve=True)
+    space, render_modes = _env_facts(cfg.env.id, json.dumps(kwargs, sort_keys=True))
+    allowed = ACTION_SPACES.get(cfg.algo.get("name"))
+    if allowed is not None and space not in allowed:
+        fits = [a for a, spaces in ACTION_SPACES.items() if space in spaces]
+        raise ConfigError(
+            f"algo={cfg.algo.name} needs a {' or '.join(allowed)} action space, but "
+            f"env.id={cfg.env.id} has a {space} one; use algo={' or algo='.join(fits) or '?'} "
+            "(with its preset, e.g. +experiment=" + (fits[0] if fits else "ppo") + ")."
+        )
+    if cfg.eval.video and "rgb_array" not in render_modes:
+        raise ConfigError(
+            f"eval.video=true, but env.id={cfg.env.id} cannot render frames (render modes: "
+            f"{', '.join(render_modes) or 'none'}); set eval.video=false."
+        )
+
+
+def check_run_folder(run_dir: Path) -> None:
+    """The run folder can be created and written (found by writing a temporary file into its
+    nearest existing parent, which is removed at once)."""
+    parent = run_dir.absolute()
+    while not parent.exists():
+        parent = parent.parent
+    problem = None
+    if not parent.is_dir():
+        problem = f"{parent} is a file"
+    else:
+        try:
+            with tempfile.TemporaryFile(dir=parent):
+                pass
+        except OSError as err:
+            problem = f"{parent} is not writable ({err.strerror})"
+    if problem is not None:
+        raise ConfigError(
+            f"cannot create the run folder {run_dir}: {problem}. Run rlrun from a writable "
+            "folder, or set hydra.run.dir=<a writable path> (hydra.sweep.dir with -m)."
+        )
+
+
+MAX_CHECKED_JOBS = 256  # a larger sweep's further jobs are checked when they start
+
+
+def check_command_line(args: list[str]) -> None:
+    """Compose what ``rlrun ARGS`` will run, with Hydra's own parser, and check it (every job
+    of a basic sweep) before Hydra creates a run or sweep folder. Hydra's info modes (``--cfg``,
+    ``--info``, ...) and custom primary configs are left to Hydra."""
+    from hydra import compose, initialize_config_module
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parsed = get_args_parser().parse_args(args)
+    if parsed.cfg or parsed.info or parsed.hydra_help or parsed.shell_completion:
+        return
+    if parsed.config_path or parsed.config_name or parsed.experimental_rerun:
+        return
+    overrides = list(parsed.overrides)
+    extra = []
+    if parsed.config_dir:
+        extra = [f"hydra.searchpath=[file://{Path(parsed.config_dir).absolute()}]"]
+    jobs = [overrides]
+    if parsed.multirun:
+        try:
+            jobs = BasicSweeper.split_arguments(
+                OverridesParser.create().parse_overrides(overrides), None
+            )[0]
+        except HydraException:  # an interval or other sweeper syntax: check the fixed part
+            fixed = OverridesParser.create().parse_overrides(overrides)
+            jobs = [[o.input_line for o in fixed if not o.is_sweep_override()]]
+    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
+        for job in jobs[:MAX_CHECKED_JOBS]:
+            cfg = compose("config", overrides=[*job, *extra], return_hydra_config=True)
+            try:
+                validate(cfg)
+                hydra = cfg.hydra.sweep if parsed.multirun else cfg.hydra.run
+                check_run_folder(Path(hydra.dir))
+            except ConfigError as err:
+                if len(jobs) == 1:
+                    raise
+                raise ConfigError(f"in the sweep's job {' '.join(job)}: {err}") from None
