@@ -13,7 +13,8 @@ stage, hooks act in the order ``build_trainer`` registers them, the ``hooks`` co
    ``process_optim_batch`` (a minibatch or a replay sample, on the learner's device), the update
    step (``rlrun/updates.py``: loss, backward, clip, optimiser step), ``post_loss`` (replay
    priorities), ``post_optim`` (target networks); then ``post_optim_complete_log`` (losses).
-4. ``post_steps``: trained weights to the collector's copy or workers, learning-rate annealing,
+4. ``post_steps``: a NaN/inf loss stops the run (nothing of this batch is saved); trained
+   weights to the collector's copy or workers, learning-rate annealing,
    torchsnapshot checkpoints, an Optuna trial's pruning check.
 5. ``post_steps_log``: evaluation (and the best checkpoint), the learning rate.
 6. the Trainer's own periodic checkpoint (``checkpoint.every_frames``), then the next batch.
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from tensordict.nn import TensorDictSequential
 from torchrl.envs import EnvBase
@@ -67,6 +69,7 @@ from rlrun.policies import build_policy
 from rlrun.pruning import is_pruned, register_pruning
 from rlrun.resume import preemption_signals, requeue_if_preempted, requeued_checkpoint
 from rlrun.updates import UpdateStep, make_optimizer
+from rlrun.validation import validate
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,40 @@ def write_summary(run_dir: Path, stats: EpisodeStats, frames: int, status: str, 
         **extra,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the working folder when it is inside it (shorter to copy)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def print_summary(run_dir: Path, stats: EpisodeStats, frames: int, status: str) -> None:
+    """The run's last lines: what happened, and the command that continues or reports it (for
+    a sweep's job: the sweep, which ``resume=`` continues job by job)."""
+
+    def num(x: float | None) -> str:
+        return "-" if x is None or not math.isfinite(x) else f"{x:.4g}"
+
+    fps = f" ({frames / stats.wall_time_s:.0f} frames/s)" if stats.wall_time_s > 0 else ""
+    sweep = HydraConfig.get().mode == RunMode.MULTIRUN
+    where = shown(run_dir.parent if sweep else run_dir)
+    print(
+        f"rlrun: {status}: {frames} frames in {stats.wall_time_s:.1f} s{fps}; train return "
+        f"last {num(stats.return_last)}, best {num(stats.return_best)}; "
+        f"eval return {num(stats.eval_return_last)}",
+        flush=True,
+    )
+    if status == "completed":
+        print(
+            f"rlrun: report: rlrun report {where}  (train on: rlrun resume={where} "
+            "trainer.total_frames=<more>)",
+            flush=True,
+        )
+    else:
+        print(f"rlrun: continue: rlrun resume={where}", flush=True)
 
 
 def quiet_torchrl() -> None:
@@ -266,7 +303,9 @@ def run_job(cfg: DictConfig) -> float | None:
     ``interrupted``). Returns the final training return (a sweeper's objective)."""
     quiet_torchrl()
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    validate(cfg)  # again for jobs a launcher or sweeper composed (cached: cheap)
     checkpoint = resume_checkpoint(cfg)
+    print(f"rlrun: run folder {shown(run_dir)}", flush=True)
     stats = EpisodeStats()
     trainer: Trainer | None = None
     saver: SnapshotSaver | None = None
@@ -300,5 +339,6 @@ def run_job(cfg: DictConfig) -> float | None:
         extra = {"error": error} if error else {}
         frames = trainer.collected_frames if trainer is not None else 0
         write_summary(run_dir, stats, frames, status, **extra)
+        print_summary(run_dir, stats, frames, status)
     requeue_if_preempted(signals)  # preempted submitit job: submitit requeues it (resume.py)
     return stats.return_last

@@ -23,7 +23,7 @@ from torchrl.objectives import LossModule
 from torchrl.trainers import OptimizationStepper, Trainer
 
 from rlrun.devices import Placement
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, RunError
 
 CUDAGRAPH_WARMUP = 5  # eager steps before capture (compiled code must settle first), as LeanRL
 
@@ -51,11 +51,17 @@ def make_optimizer(cfg: DictConfig, loss: LossModule, where: Placement, cudagrap
         ) from None
 
 
+class NonFiniteLoss(RunError):
+    """A loss term became NaN or inf: the run stops with status ``failed``."""
+
+
 class UpdateStep(OptimizationStepper):
     """One optimisation step: loss, backward, clip, optimiser step; compiled or captured on request.
 
     After the step, the Trainer's ``post_loss`` hooks see the batch with the loss's priority key
     (``td_error``) written in, so a prioritized replay buffer updates its priorities as before.
+    Non-finite loss terms are noted on the device (no host sync per step) and checked once per
+    batch, before the trained weights reach the collector or a checkpoint (:meth:`register`).
     """
 
     def __init__(
@@ -81,6 +87,7 @@ class UpdateStep(OptimizationStepper):
         if cudagraphs:
             update = CudaGraphModule(update, in_keys=[], out_keys=[], warmup=CUDAGRAPH_WARMUP)
         self._update = update
+        self.nonfinite: dict[str, torch.Tensor] = {}  # loss term -> "was NaN/inf" this batch
 
     def update(self, batch: TensorDictBase) -> TensorDictBase:
         """The step itself; returns the detached loss terms (plus ``grad_norm`` and the
@@ -101,11 +108,39 @@ class UpdateStep(OptimizationStepper):
         # entry must be there (a sampler's ``index`` may not be). ``sub_batch`` keeps its own for
         # the priority update.
         batch = sub_batch.to(self.device, non_blocking=True) if self.cudagraphs else sub_batch
-        out = self._update(batch)
+        try:
+            out = self._update(batch)
+        except Exception:  # e.g. sampling from NaN weights: report the NaN, not its symptom
+            self.check_finite(trainer)
+            raise
         if self.priority_key is not None and self.priority_key in out.keys():
             sub_batch.set(self.priority_key, out.pop(self.priority_key))
         trainer._post_loss_hook(sub_batch)  # the Trainer's own post_loss stage (priorities)
+        for key, value in out.items():
+            if key.startswith("loss"):
+                bad = ~torch.isfinite(value).all()
+                self.nonfinite[key] = self.nonfinite[key] | bad if key in self.nonfinite else bad
         return out
+
+    def check_finite(self, trainer: Trainer) -> None:
+        """Stop the run if a loss term was NaN or inf in this batch's steps: its weights are
+        broken, so they are neither sent to the collector nor saved (the last checkpoint holds
+        the last good ones)."""
+        bad = [key for key, flag in self.nonfinite.items() if flag.item()]
+        self.nonfinite.clear()
+        if bad:
+            raise NonFiniteLoss(
+                f"{', '.join(bad)} became NaN or inf in the batch ending at frame "
+                f"{trainer.collected_frames}; the run stopped and saved nothing from this batch "
+                "(the last checkpoint holds the last good weights). Lower optim.lr or "
+                "algo.max_grad_norm, then resume= that run."
+            )
+
+    def register(self, trainer: Trainer, name: str = "optimization_stepper") -> None:
+        """Called by the Trainer as it is built, so the check is the first ``post_steps`` hook:
+        before weight syncs, annealing and saves."""
+        super().register(trainer, name)
+        trainer.register_op("post_steps", lambda: self.check_finite(trainer))
 
     def state_dict(self) -> dict[str, Any]:
         return {}  # the optimiser is saved by the Trainer itself

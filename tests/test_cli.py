@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import run_rlrun
+from conftest import TINY, run_dirs, run_rlrun, summary
 
 
 def test_help_lists_groups_fast(workdir):
@@ -85,3 +85,15 @@ def test_built_wheel_ships_the_config_tree(tmp_path):
         check=True,
     )
     assert where.stdout.startswith(str(site))
+
+
+def test_a_run_says_where_it_is_and_ends_with_a_summary(workdir):
+    proc = run_rlrun("+experiment=ppo", *TINY, cwd=workdir)
+    lines = proc.stdout.strip().splitlines()
+    (run_dir,) = run_dirs(workdir)
+    where = str(run_dir.relative_to(workdir))
+    assert f"rlrun: run folder {where}" in lines
+    done = summary(run_dir)
+    assert lines[-2].startswith(f"rlrun: completed: {done['frames']} frames in ")
+    assert f"train return last {done['train_return_last']:.4g}" in lines[-2]
+    assert lines[-1].startswith(f"rlrun: report: rlrun report {where}  (train on: rlrun resume=")

@@ -38,17 +38,24 @@ def test_submitit_local_runs_two_jobs(workdir: Path) -> None:
 
 
 def test_failed_job_does_not_sink_the_sweep(workdir: Path) -> None:
-    # A negative learning rate makes torch.optim.Adam raise in job 1 only.
+    # A user's hook makes the loss NaN in job 1 only, from its first minibatch on.
+    poison = [
+        "+hooks.poison._target_=faulty_hooks.ZeroStdAdvantages",
+        "+hooks.poison.at=process_optim_batch",
+        "+hooks.poison.after=1000,0,1000",
+    ]
+    tests = str(Path(__file__).parent)
     proc = run_rlrun(
-        "-m", "+experiment=ppo", *TINY, "optim.lr=1e-3,-1,3e-4", cwd=workdir, check=False
-    )
+        "-m", "+experiment=ppo", *TINY, *poison, cwd=workdir, check=False,
+        env={"PYTHONPATH": tests},
+    )  # fmt: skip
     assert proc.returncode != 0
     jobs = sweep_jobs(workdir)
     assert [summary(d)["status"] for d in jobs] == ["completed", "failed", "completed"]
-    assert "Invalid learning rate" in summary(jobs[1])["error"]
+    assert "loss_objective became NaN or inf" in summary(jobs[1])["error"]
     assert summary(jobs[2])["frames"] == 1024  # the job after the failure ran to the end
     assert "1 of 3 sweep jobs failed" in proc.stderr
-    assert str(jobs[1]) in proc.stderr and "Invalid learning rate" in proc.stderr
+    assert str(jobs[1]) in proc.stderr and "became NaN or inf" in proc.stderr
 
 
 def test_optuna_search_continues_from_its_storage(workdir: Path) -> None:

@@ -10,13 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import built, run_dirs, run_rlrun, series, summary
-from omegaconf import OmegaConf
+from conftest import built, compose, run_dirs, run_rlrun, series, summary
 from torchrl.collectors import Collector
 from torchrl.objectives import DQNLoss, ValueEstimators
 from torchrl.trainers import DefaultOptimizationStepper
 
-from rlrun.config import EnvConfig
 from rlrun.envs import make_env
 from rlrun.hooks import LinearLRAnnealing
 from rlrun.policies import make_qvalue_actor
@@ -25,7 +23,7 @@ from rlrun.updates import UpdateStep
 
 def dqn_loss_and_batch() -> tuple[DQNLoss, object]:
     torch.manual_seed(0)
-    env = make_env(OmegaConf.structured(EnvConfig(num_envs=2)), seed=0)
+    env = make_env(compose("env.num_envs=2").env, seed=0)
     ac = make_qvalue_actor(
         observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
     )
@@ -119,3 +117,33 @@ def test_compiled_update_step_trains_with_prioritized_replay(workdir: Path) -> N
     losses = series(run, "loss")
     assert len(losses) == 768 // 256 and all(math.isfinite(v) for _, v in losses)
     assert all(v > 0 for _, v in series(run, "grad_norm"))
+
+
+def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(workdir: Path) -> None:
+    """A user hook poisons the 4th batch (2 minibatches per batch): the run stops there in one
+    line, ``failed``, and the newest checkpoint is the 3rd batch's, with finite weights."""
+    tests = Path(__file__).parent
+    proc = run_rlrun(
+        "+experiment=ppo", "trainer.total_frames=2048", "collector.frames_per_batch=256",
+        "env.num_envs=4", "algo.minibatch_size=128", "algo.epochs=1",
+        "trainer.progress_bar=false", "checkpoint.every_frames=256", "checkpoint.keep=10",
+        "+hooks.poison._target_=faulty_hooks.ZeroStdAdvantages",
+        "+hooks.poison.at=process_optim_batch", "+hooks.poison.after=6",
+        cwd=workdir, check=False, env={"PYTHONPATH": str(tests)},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("rlrun: error:")]
+    assert errors == [proc.stderr.strip().splitlines()[-1]]
+    assert "became NaN or inf in the batch ending at frame 1024" in errors[0]
+    assert "loss_objective" in errors[0] and "Traceback" not in proc.stderr
+    (run_dir,) = run_dirs(workdir)
+    assert summary(run_dir)["status"] == "failed" and summary(run_dir)["frames"] == 1024
+    where = run_dir.relative_to(workdir)
+    assert proc.stdout.splitlines()[-2:][1] == f"rlrun: continue: rlrun resume={where}"
+    saved = sorted(p.name for p in (run_dir / "checkpoints").glob("checkpoint-*"))
+    assert saved[-1] == f"checkpoint-{768:012d}"
+    from tensordict import TensorDict
+
+    for folder in (run_dir / "checkpoints" / saved[-1] / "components").glob("*-loss_module"):
+        state = TensorDict.load_memmap(folder / "state")
+        assert all(torch.isfinite(t).all() for t in state.values(True, True))
