@@ -44,6 +44,7 @@ Examples:
   rlrun -m +experiment=ppo optim.lr=1e-3,3e-4 seed=0,1  a sweep (outputs/multirun/...)
   rlrun +experiment=ppo --cfg job                       print the composed config
   rlrun resume=outputs/2026-11-22/10-00-00              continue a stopped run
+  rlrun resume=outputs/multirun/2026-11-22/10-00-00     re-run a sweep's unfinished jobs
   rlrun report outputs/multirun/2026-11-22/10-00-00     table and plots of a sweep
 
 Hydra's own options: rlrun --hydra-help.  Full tracebacks: HYDRA_FULL_ERROR=1.
