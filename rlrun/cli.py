@@ -111,6 +111,10 @@ def main() -> None:
     except ConfigError as err:
         print(f"rlrun: error: {err}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt as err:  # e.g. rlrun.run.SweepStopped: its job saved a checkpoint
+        why = f" by {err}; the sweep's later jobs did not start" if str(err) else ""
+        print(f"rlrun: stopped{why}.", file=sys.stderr)
+        sys.exit(130)
     except (ConfigCompositionException, MissingConfigException, OmegaConfBaseException) as err:
         if full_error:
             raise

@@ -72,6 +72,7 @@ from rlrun.updates import UpdateStep, make_optimizer
 from rlrun.validation import validate
 
 log = logging.getLogger(__name__)
+IN_PROCESS_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
 def seed_everything(seed: int) -> None:
@@ -341,4 +342,17 @@ def run_job(cfg: DictConfig) -> float | None:
         write_summary(run_dir, stats, frames, status, **extra)
         print_summary(run_dir, stats, frames, status)
     requeue_if_preempted(signals)  # preempted submitit job: submitit requeues it (resume.py)
+    if signals and runs_sweep_in_process():
+        raise SweepStopped(signals[0])  # Ctrl-C stops the sweep, not only its current job
     return stats.return_last
+
+
+class SweepStopped(KeyboardInterrupt):
+    """A signal stopped a job of a sweep that runs its jobs in this process: the jobs after it
+    are not started (the console script says so; ``resume=<sweep>`` runs them)."""
+
+
+def runs_sweep_in_process() -> bool:
+    """A multirun whose jobs run one after the other in this process (Hydra's basic launcher)."""
+    hydra = HydraConfig.get()
+    return hydra.mode == RunMode.MULTIRUN and hydra.launcher._target_ == IN_PROCESS_LAUNCHER

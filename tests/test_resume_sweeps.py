@@ -70,25 +70,25 @@ def batches(total: int) -> list[int]:
 
 @pytest.mark.xdist_group("sweeps")
 def test_resumed_sweep_runs_only_its_unfinished_jobs_from_their_checkpoints(workdir: Path) -> None:
-    # A 4-job sweep, basic launcher (one job after another): SIGTERM while job 1 trains (it stops
-    # after the batch with a checkpoint), then SIGKILL as job 2 starts (no summary); job 3 never
-    # starts.
+    # A 4-job sweep, basic launcher (one job after another): SIGTERM while job 1 trains stops it
+    # after the batch with a checkpoint, and stops the sweep: jobs 2 and 3 never start.
     proc = start(workdir, "-m", *JOB, "trainer.total_frames=1024", "seed=0,1,2,3")
     try:
         wait_for(proc, workdir, "outputs/multirun/*/*/1/csv/scalars/train/optim_steps.csv")
         proc.send_signal(signal.SIGTERM)
-        wait_for(proc, workdir, "outputs/multirun/*/*/2/.hydra/overrides.yaml")
+        out, _ = proc.communicate(timeout=120)
     finally:
         proc.kill()
-        proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "rlrun: stopped by SIGTERM; the sweep's later jobs did not start." in out
     (sweep,) = workdir.glob("outputs/multirun/*/*")
     jobs = [sweep / str(n) for n in range(4)]
     assert summary(jobs[0])["status"] == "completed"
     assert summary(jobs[1])["status"] == "interrupted"
     stop = summary(jobs[1])["frames"]
     assert 0 < stop < 1024
-    assert not (jobs[2] / "summary.json").exists() and not (jobs[2] / "checkpoints").exists()
-    assert not jobs[3].exists()
+    assert f"rlrun: continue: rlrun resume={sweep.relative_to(workdir)}" in out
+    assert not jobs[2].exists() and not jobs[3].exists()
     completed = files(jobs[0])
     multirun = (sweep / "multirun.yaml").read_text()
 
