@@ -304,7 +304,6 @@ def run_job(cfg: DictConfig) -> float | None:
     ``interrupted``). Returns the final training return (a sweeper's objective)."""
     quiet_torchrl()
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    validate(cfg)  # again for jobs a launcher or sweeper composed (cached: cheap)
     checkpoint = resume_checkpoint(cfg)
     print(f"rlrun: run folder {shown(run_dir)}", flush=True)
     stats = EpisodeStats()
@@ -313,6 +312,7 @@ def run_job(cfg: DictConfig) -> float | None:
     status, error = "failed", None
     signals: list[str] = []  # the stop signals seen; after submitit's preemption one, requeued
     try:
+        validate(cfg)  # again, for the jobs an Optuna search composes (the CLI checked the rest)
         trainer = build_trainer(cfg, run_dir, stats)
         if cfg.checkpoint.backend == "torchsnapshot":
             saver = SnapshotSaver(cfg, run_dir)
