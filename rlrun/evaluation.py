@@ -6,7 +6,8 @@ action (``ExplorationType.DETERMINISTIC``): one batched step per time step inste
 episode after another.
 ``eval/episode_return`` and ``eval/episode_length`` go to every logger at the collected-frames
 step; the best return so far is kept as ``checkpoints/best``; with ``eval.video=true`` the first
-episode is rendered to ``videos/eval-<frames>.mp4`` and sent to the loggers (``log_video``).
+episode is rendered to ``videos/eval-<frames>.mp4`` and sent to the loggers (``log_video``:
+TensorBoard, W&B and MLflow show it; ``rlrun/loggers.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.trainers import Trainer, TrainerHookBase
 
 from rlrun.checkpoints import save_best
+from rlrun.videos import FPS, quiet_sdl, write_mp4
 
 
 class Evaluator(TrainerHookBase):
@@ -78,22 +80,17 @@ class Evaluator(TrainerHookBase):
 
     def record_video(self, frames: int) -> None:
         """One rendered episode: an mp4 in the run folder and ``eval/video`` for the loggers."""
-        from moviepy import ImageSequenceClip
-
+        quiet_sdl()
         env = self.make_env(pixels=True)
         try:
             pixels = self.episode(env).get("pixels")
             pixels = pixels.reshape(-1, *pixels.shape[-3:])  # [time, height, width, channels]
         finally:
             env.close()
-        path = self.run_dir / "videos" / f"eval-{frames:012d}.mp4"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        ImageSequenceClip(list(pixels.numpy()), fps=30).write_videofile(
-            str(path), codec="libx264", audio=False, logger=None
-        )
+        write_mp4(pixels.numpy(), self.run_dir / "videos" / f"eval-{frames:012d}.mp4", FPS)
         # loggers take [batch, time, channels, height, width] uint8
         video = pixels.permute(0, 3, 1, 2).unsqueeze(0)
-        self.trainer.logger.log_video("eval/video", video, step=frames)
+        self.trainer.logger.log_video("eval/video", video, step=frames, fps=FPS)
 
     def __call__(self, batch: TensorDictBase | None = None) -> None:
         frames = self.trainer.collected_frames

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from torch import Tensor
 from torchrl.record.loggers import CSVLogger, Logger, TensorboardLogger
 
 SECRET = re.compile(r"api_?key|token|secret|password", re.IGNORECASE)
@@ -100,6 +101,28 @@ class MultiLogger(Logger):
         return f"MultiLogger({self.loggers})"
 
 
+class TensorboardVideoLogger(TensorboardLogger):
+    """TorchRL's TensorBoard logger whose videos TensorBoard shows: ``add_video`` needs
+    ``moviepy.editor`` (gone in moviepy 2) and otherwise writes nothing, so the video is written
+    the way ``add_video`` writes it, an animated GIF image summary (the Images tab)."""
+
+    def log_video(self, name: str, video: Tensor, step: int | None = None, **kwargs) -> None:
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        from rlrun.videos import FPS, frames_of, gif_bytes
+
+        frames = frames_of(video)
+        _, height, width, channels = frames.shape
+        image = Summary.Image(
+            height=height,
+            width=width,
+            colorspace=channels,
+            encoded_image_string=gif_bytes(frames, kwargs.get("fps", FPS)),
+        )
+        summary = Summary(value=[Summary.Value(tag=name, image=image)])
+        self.experiment._get_file_writer().add_summary(summary, step)
+
+
 def close_logger(logger: Logger) -> None:
     """TorchRL loggers have no common ``close``: flush files, finish W&B/MLflow runs."""
     if isinstance(logger, TensorboardLogger):
@@ -162,7 +185,7 @@ def make_logger(cfg: DictConfig, run_dir: Path, exp_name: str) -> MultiLogger:
     if cfg.csv:
         loggers.append(CSVLogger(exp_name="csv", log_dir=str(run_dir)))
     if cfg.tensorboard:
-        loggers.append(TensorboardLogger(exp_name="tensorboard", log_dir=str(run_dir)))
+        loggers.append(TensorboardVideoLogger(exp_name="tensorboard", log_dir=str(run_dir)))
     if cfg.wandb:
         loggers.append(_wandb_logger(cfg, run_dir, exp_name))
     if cfg.mlflow:
