@@ -226,6 +226,8 @@ class LoggerConfig:
     group: str | None = MISSING
     mode: WandbMode = MISSING
     tags: list[str] = MISSING
+    tracking_uri: str | None = MISSING
+    experiment: str = MISSING
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """TorchRL loggers from the ``logger`` config group, several at once behind one fan-out logger.
 
-Each backend writes under the run folder (``csv/``, ``tensorboard/``, ``wandb/``), every metric
-against collected frames, and the composed config is logged as hyperparameters.
+Each backend writes under the run folder (``csv/``, ``tensorboard/``, ``wandb/``, ``mlflow/``:
+``rlrun/mlflow_logger.py``), every metric against collected frames, and the composed config is
+logged as hyperparameters.
 """
 
 from __future__ import annotations
@@ -182,14 +183,18 @@ def _wandb_logger(cfg: DictConfig, run_dir: Path, exp_name: str) -> Logger:
 def make_logger(cfg: DictConfig, run_dir: Path, exp_name: str) -> MultiLogger:
     """Build the chosen loggers; with none chosen the fan-out is empty (summary.json remains)."""
     loggers: list[Logger] = []
-    if cfg.csv:
-        loggers.append(CSVLogger(exp_name="csv", log_dir=str(run_dir)))
-    if cfg.tensorboard:
-        loggers.append(TensorboardVideoLogger(exp_name="tensorboard", log_dir=str(run_dir)))
-    if cfg.wandb:
-        loggers.append(_wandb_logger(cfg, run_dir, exp_name))
-    if cfg.mlflow:
-        from torchrl.record.loggers.mlflow import MLFlowLogger
+    try:
+        if cfg.csv:
+            loggers.append(CSVLogger(exp_name="csv", log_dir=str(run_dir)))
+        if cfg.tensorboard:
+            loggers.append(TensorboardVideoLogger(exp_name="tensorboard", log_dir=str(run_dir)))
+        if cfg.wandb:
+            loggers.append(_wandb_logger(cfg, run_dir, exp_name))
+        if cfg.mlflow:
+            from rlrun.mlflow_logger import mlflow_logger
 
-        loggers.append(MLFlowLogger(exp_name=exp_name, tracking_uri=(run_dir / "mlruns").as_uri()))
+            loggers.append(mlflow_logger(cfg, run_dir))
+    except BaseException:  # e.g. a bad logger.tracking_uri: finish the W&B run already started
+        MultiLogger(loggers).close()
+        raise
     return MultiLogger(loggers)
