@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := dev,launchers,optuna,report,video,torchsnapshot,mlflow
+EXTRAS := dev,launchers,optuna,report,video,torchsnapshot,mlflow,mujoco
 
 .PHONY: install run test lint format bench clean
 

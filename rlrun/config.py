@@ -85,6 +85,7 @@ class EnvConfig:
     mp_start_method: StartMethod | None = MISSING
     max_episode_steps: int | None = ranged(1)
     obs_mask: list[int] | None = MISSING
+    normalize_observations: bool = MISSING
     transforms: list[Any] = MISSING
     kwargs: dict[str, Any] = MISSING
 
@@ -100,6 +101,7 @@ class PolicyConfig:
     hidden_size: int = ranged(1)
     num_layers: int = ranged(1)
     recurrent_critic: bool = MISSING
+    state_dependent_std: bool = MISSING
     recurrent_mode: dict[str, bool] = MISSING
     compile: bool = MISSING
     cudagraphs: bool = MISSING
@@ -107,7 +109,7 @@ class PolicyConfig:
 
 @dataclass
 class AlgoConfig:
-    """Keys of every algorithm: ``name``, ``gamma`` (``rlrun/algorithms.py``) and the update
+    """Keys of every algorithm: ``name``, ``gamma`` (``rlrun/algorithms/``) and the update
     step's ``max_grad_norm``, ``compile``, ``cudagraphs`` (``rlrun/updates.py``)."""
 
     name: str = MISSING
@@ -119,7 +121,7 @@ class AlgoConfig:
 
 @dataclass
 class PPOConfig(AlgoConfig):
-    """Clipped PPO with GAE (read by ``rlrun/algorithms.py``)."""
+    """Clipped PPO with GAE (read by ``rlrun/algorithms/``)."""
 
     gae_lambda: float = ranged(**PROBABILITY)
     clip_epsilon: float = ranged(**POSITIVE)
@@ -143,7 +145,7 @@ class OffPolicyConfig(AlgoConfig):
 
 @dataclass
 class DQNConfig(OffPolicyConfig):
-    """DQN (read by ``rlrun/algorithms.py``)."""
+    """DQN (read by ``rlrun/algorithms/``)."""
 
     double_dqn: bool = MISSING
     eps_start: float = ranged(**PROBABILITY)
@@ -155,10 +157,23 @@ class DQNConfig(OffPolicyConfig):
 
 @dataclass
 class SACConfig(OffPolicyConfig):
-    """SAC (read by ``rlrun/algorithms.py``)."""
+    """SAC (read by ``rlrun/algorithms/``)."""
 
     alpha_init: float = ranged(**POSITIVE)
     num_qvalue_nets: int = ranged(1)
+
+
+@dataclass
+class TD3Config(OffPolicyConfig):
+    """TD3 (read by ``rlrun/algorithms/td3.py``)."""
+
+    num_qvalue_nets: int = ranged(1)
+    policy_delay: int = ranged(1)
+    policy_noise: float = ranged(0)
+    noise_clip: float = ranged(0)
+    exploration_sigma_start: float = ranged(0)
+    exploration_sigma_end: float = ranged(0)
+    exploration_anneal_frames: int = ranged(1)
 
 
 @dataclass
@@ -269,7 +284,7 @@ class RootConfig:
     hooks: dict[str, Any] = field(default_factory=dict)
 
 
-ALGO_SCHEMAS = {"ppo": PPOConfig, "dqn": DQNConfig, "sac": SACConfig}
+ALGO_SCHEMAS = {"ppo": PPOConfig, "dqn": DQNConfig, "sac": SACConfig, "td3": TD3Config}
 
 
 def register_configs() -> None:

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 from collections.abc import Sequence
 
 import gymnasium
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from tensordict import TensorDictBase
 from torchrl.data import Composite
 from torchrl.envs import (
     Compose,
+    DoubleToFloat,
     EnvBase,
     GymEnv,
     GymWrapper,
@@ -27,10 +30,15 @@ from torchrl.envs import (
     RewardSum,
     SerialEnv,
     StepCounter,
+    Transform,
     TransformedEnv,
 )
+from torchrl.envs.transforms import VecNormV2
 
 from rlrun.errors import ConfigError
+
+# MuJoCo renders (eval.video) through EGL, which needs no display; MUJOCO_GL set by the user wins.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 class ObservationMask(ObservationTransform):
@@ -96,19 +104,54 @@ def _base_env(cfg: DictConfig, num_envs: int, start_method: str) -> EnvBase:
     return make_one() if num_envs == 1 else SerialEnv(num_envs, make_one)
 
 
+class SharedObservationNorm(Transform):
+    """Normalise observations with another env's running statistics (a ``VecNormV2``), never
+    updating them: an evaluation env sees what the training env has learnt so far, including
+    statistics a resumed run loaded from its checkpoint."""
+
+    def __init__(self, source: VecNormV2) -> None:
+        super().__init__(in_keys=list(source.in_keys), out_keys=list(source.out_keys))
+        self._source = [source]  # a plain reference: not a submodule, not saved twice
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        loc, scale = self._source[0].loc, self._source[0].scale
+        for key, out in zip(self.in_keys, self.out_keys, strict=True):
+            value = next_tensordict.get(key)
+            next_tensordict.set(out, (value - loc.get(key)) / scale.get(key))
+        return next_tensordict
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase):
+        return self._call(tensordict_reset)
+
+
+def observation_norm(stats: VecNormV2 | None) -> Transform:
+    """``env.normalize_observations``: running mean and std of the observation (TorchRL's
+    ``VecNormV2``, saved in checkpoints with the collector's env); with ``stats``, those of
+    another env, read only."""
+    if stats is not None:
+        return SharedObservationNorm(stats)
+    return VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-8, reduce_batch_dims=True)
+
+
 def make_env(
     cfg: DictConfig,
     num_envs: int | None = None,
     seed: int | None = None,
     start_method: str = "fork",
+    observation_stats: VecNormV2 | None = None,
 ) -> TransformedEnv:
     """Build the (batched) env on the CPU: gymnasium env(s) + step counter, episode return and
-    transforms. ``start_method``: ParallelEnv workers' (``Placement.env_start_method``)."""
+    transforms. ``start_method``: ParallelEnv workers' (``Placement.env_start_method``);
+    ``observation_stats``: normalise with the training env's statistics (evaluation)."""
     check_env_id(cfg.id)
     env = _base_env(cfg, num_envs or cfg.num_envs, start_method)
     transforms = [StepCounter(), RewardSum()]
+    if env.observation_spec["observation"].dtype == torch.float64:  # MuJoCo: float32 for the nets
+        transforms.append(DoubleToFloat(in_keys=["observation"]))
     if cfg.obs_mask is not None:
         transforms.append(ObservationMask(cfg.obs_mask))
+    if cfg.normalize_observations:
+        transforms.append(observation_norm(observation_stats))
     transforms += [instantiate(t) for t in cfg.transforms]
     env = TransformedEnv(env, Compose(*transforms))
     if seed is not None:

@@ -16,6 +16,7 @@ from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDictBase
 from tensordict.nn import (
+    AddStateIndependentNormalScale,
     NormalParamExtractor,
     TensorDictModule,
     TensorDictModuleBase,
@@ -31,6 +32,8 @@ from torchrl.modules import (
     OneHotCategorical,
     ProbabilisticActor,
     QValueActor,
+    SafeSequential,
+    TanhModule,
     TanhNormal,
     set_recurrent_mode,
 )
@@ -155,10 +158,13 @@ def make_actor_critic(
     hidden_size: int = 64,
     num_layers: int = 1,
     recurrent_critic: bool = True,
+    state_dependent_std: bool = True,
     with_critic: bool = True,
     **_: object,
 ) -> ActorCritic:
-    """Build a stochastic actor and a state-value critic for the env's specs."""
+    """Build a stochastic actor and a state-value critic for the env's specs. Continuous
+    actions: a TanhNormal whose std the network outputs per state, or (``state_dependent_std``
+    false, as CleanRL's and TorchRL's PPO MuJoCo recipes) one learned log-std per action dim."""
     obs_dim = observation_spec["observation"].shape[-1]
     dist_cls, dist_kwargs, n_out = _distribution(action_spec)
     primers: list[Transform] = []
@@ -179,6 +185,9 @@ def make_actor_critic(
 
     dist_keys = ["loc", "scale"] if dist_cls is TanhNormal else ["logits"]
     extractor = NormalParamExtractor() if dist_cls is TanhNormal else None
+    if dist_cls is TanhNormal and not state_dependent_std:
+        n_out //= 2  # the locs; the scales are parameters
+        extractor = AddStateIndependentNormalScale(n_out, scale_mapping="exp", init_value=0.0)
     actor = ProbabilisticActor(
         trunk("actor", extractor, n_out, dist_keys),
         in_keys=dist_keys,
@@ -270,7 +279,6 @@ def make_sac_networks(
             "for discrete actions use +experiment=dqn."
         )
     obs_dim = observation_spec["observation"].shape[-1]
-    act_dim = action_spec.shape[-1]
     body = nn.Sequential(_mlp(obs_dim, n_out, hidden_sizes, activation), NormalParamExtractor())
     actor = ProbabilisticActor(
         TensorDictModule(body, ["observation"], ["loc", "scale"]),
@@ -280,9 +288,42 @@ def make_sac_networks(
         distribution_kwargs=dist_kwargs,
         return_log_prob=False,
     ).to(device)
-    qvalue = TensorDictModule(  # torchrl's MLP concatenates its inputs
-        _mlp(obs_dim + act_dim, 1, hidden_sizes, activation),
-        ["observation", "action"],
-        ["state_action_value"],
+    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation).to(device)
+    return ActorCritic(actor=actor, qvalue=qvalue)
+
+
+def _qvalue(
+    observation_spec: Composite, action_spec: TensorSpec, sizes: Sequence[int], act: str
+) -> TensorDictModule:
+    """Q(s, a) of SAC and TD3 (their losses make the twin copies)."""
+    obs_dim, act_dim = observation_spec["observation"].shape[-1], action_spec.shape[-1]
+    return TensorDictModule(  # torchrl's MLP concatenates its inputs
+        _mlp(obs_dim + act_dim, 1, sizes, act), ["observation", "action"], ["state_action_value"]
+    )
+
+
+def make_td3_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    **_: object,
+) -> ActorCritic:
+    """TD3's networks: a deterministic actor, tanh-scaled to the action bounds, and one Q(s, a)
+    network (``algo=td3`` makes the twin copies and adds exploration noise while collecting)."""
+    if action_spec.domain != "continuous":
+        raise ConfigError(
+            "policy._target_=rlrun.policies.make_td3_networks needs a continuous action space; "
+            "for discrete actions use +experiment=dqn."
+        )
+    obs_dim, act_dim = observation_spec["observation"].shape[-1], action_spec.shape[-1]
+    one = action_spec[(0,) * (action_spec.ndim - 1)]  # the env's batch dims dropped
+    net = _mlp(obs_dim, act_dim, hidden_sizes, activation)
+    actor = SafeSequential(  # its ``spec["action"]`` is the bounded action spec
+        TensorDictModule(net, ["observation"], ["param"]),
+        TanhModule(["param"], ["action"], spec=one),
     ).to(device)
+    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation).to(device)
     return ActorCritic(actor=actor, qvalue=qvalue)

@@ -39,6 +39,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from tensordict.nn import TensorDictSequential
 from torchrl.envs import EnvBase
+from torchrl.envs.transforms import VecNormV2
 from torchrl.trainers import Trainer
 
 from rlrun.algorithms import make_algorithm
@@ -227,7 +228,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         weight_sync_hook(collector, policy).register(trainer)
     if cfg.optim.anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
-    eval_env = eval_env_factory(cfg, ac)
+    obs_stats = next((t for t in env.transform if isinstance(t, VecNormV2)), None)
+    eval_env = eval_env_factory(cfg, ac, obs_stats)
     # the actor in the eval phase's recurrent mode, on the learner, stepping a CPU env
     eval_policy = on_device(ac.rollout_policy("eval"), where.eval_policy)
     register_config_hooks(
@@ -240,9 +242,12 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
     return trainer
 
 
-def eval_env_factory(cfg: DictConfig, ac) -> Callable[..., EnvBase]:
+def eval_env_factory(
+    cfg: DictConfig, ac, observation_stats: VecNormV2 | None = None
+) -> Callable[..., EnvBase]:
     """A fresh CPU env of ``num_envs`` sub-envs in this process for evaluation (its own seed),
-    rendering ``pixels`` on request."""
+    rendering ``pixels`` on request, normalising observations with the training env's
+    ``observation_stats`` (``env.normalize_observations``)."""
 
     def make(pixels: bool = False, num_envs: int = 1) -> EnvBase:
         env_cfg = OmegaConf.merge(cfg.env, {"parallel": False})
@@ -250,7 +255,7 @@ def eval_env_factory(cfg: DictConfig, ac) -> Callable[..., EnvBase]:
             pixel_kwargs = {"from_pixels": True, "pixels_only": False}
             env_cfg = OmegaConf.merge(env_cfg, {"backend": "gym"})
             env_cfg.kwargs = {**env_cfg.kwargs, **pixel_kwargs}
-        env = make_env(env_cfg, num_envs=num_envs, seed=cfg.seed + 1)
+        env = make_env(env_cfg, num_envs, cfg.seed + 1, observation_stats=observation_stats)
         for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
             env.append_transform(transform)
         return env

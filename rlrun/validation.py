@@ -45,7 +45,7 @@ def validate(cfg: DictConfig) -> None:
     checks that import nothing heavy first)."""
     check_ranges(cfg)
     check_optional_packages(cfg)
-    check_collector(cfg.collector)
+    check_collector(cfg.collector, cfg.env)
     check_replay_buffer(cfg.replay_buffer)
     check_algorithm(cfg)
 
@@ -174,10 +174,16 @@ def check_algorithm(cfg: DictConfig) -> None:
             f"algo={name} cannot train a recurrent policy (policy={kind}); use "
             f"algo={' or algo='.join(SEQUENCE_ALGORITHMS)}, or policy=mlp."
         )
-    if name == "ppo" and cfg.algo.minibatch_size > cfg.collector.frames_per_batch:
+    if name == "td3" and cfg.algo.cudagraphs:
         raise ConfigError(
-            f"algo.minibatch_size={cfg.algo.minibatch_size} is larger than a collected batch "
-            f"(collector.frames_per_batch={cfg.collector.frames_per_batch}); lower it."
+            "algo=td3 with algo.cudagraphs=true: the actor is updated every algo.policy_delay "
+            "steps, a step one CUDA graph cannot replay; use algo.compile=true instead."
+        )
+    batch = cfg.collector.frames_per_batch
+    if name == "ppo" and (cfg.algo.minibatch_size > batch or batch % cfg.algo.minibatch_size):
+        raise ConfigError(
+            f"algo.minibatch_size={cfg.algo.minibatch_size} must divide a collected batch "
+            f"(collector.frames_per_batch={batch})."
         )
 
 
@@ -206,8 +212,13 @@ def check_replay_buffer(cfg: DictConfig) -> None:
         )
 
 
-def check_collector(cfg: DictConfig) -> None:
-    """The collector kind against its policy options."""
+def check_collector(cfg: DictConfig, env: DictConfig) -> None:
+    """The collector kind against its policy options and the env's running statistics."""
+    if env.normalize_observations and (cfg.kind != "sync" or env.parallel):
+        raise ConfigError(
+            "env.normalize_observations=true keeps its statistics in this process, where "
+            "evaluation and checkpoints read them; use collector=sync with env.parallel=false."
+        )
     if cfg.kind == "sync":
         if cfg.policy_factory:
             raise ConfigError(
@@ -228,7 +239,7 @@ def check_collector(cfg: DictConfig) -> None:
         )
 
 
-ACTION_SPACES = {"dqn": ("Discrete",), "sac": ("Box",), "ppo": ("Discrete", "Box")}
+ACTION_SPACES = {"dqn": ("Discrete",), "sac": ("Box",), "td3": ("Box",), "ppo": ("Discrete", "Box")}
 
 
 @functools.cache
@@ -246,6 +257,8 @@ def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
         env = gymnasium.make(env_id, **json.loads(kwargs_json))
     except (DependencyNotInstalled, ImportError) as err:
         hint = str(err).strip().splitlines()[0]
+        if "mujoco" in hint.lower():
+            hint = "MuJoCo is not installed: pip install 'rlrun[mujoco]'"
         raise ConfigError(
             f"env.id={env_id} needs a package that is not installed: {hint}"
         ) from None

@@ -31,7 +31,7 @@ CASES = {
     "batch size": (["+experiment=dqn", "replay_buffer.batch_size=0"], "batch_size=0 is out"),
     "buffer size": (["+experiment=sac", "replay_buffer.size=-1"], "replay_buffer.size=-1 is"),
     "probability": (["+experiment=dqn", "algo.eps_end=2"], "algo.eps_end=2.0 is out of range"),
-    "minibatch": (["algo.minibatch_size=4096"], "is larger than a collected batch"),
+    "minibatch": (["algo.minibatch_size=4096"], "must divide a collected batch"),
     "preset vs algo": (
         ["+experiment=ppo", "algo=dqn"],
         "+experiment=ppo sets algo.gae_lambda, which algo=dqn does not have",

@@ -1,52 +1,26 @@
-"""Losses and their training-loop glue from the ``algo`` config group.
+"""PPO (``algo=ppo``): TorchRL's ``ClipPPOLoss`` with GAE, fed minibatches of each fresh batch.
 
-``make_algorithm`` returns the TorchRL loss module plus the Trainer hooks that feed it
-(for PPO: advantages and minibatches of the collected batch), so ``run.py`` stays a recipe.
+``make_ppo`` returns the loss plus the hook that computes advantages over the collected batch and
+cuts it into minibatches (whole sequences for a recurrent policy).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
-from tensordict.nn import ProbabilisticTensorDictSequential, TensorDictModule
+from tensordict.nn import ProbabilisticTensorDictSequential
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
-from torchrl.modules import EGreedyModule
-from torchrl.objectives import (
-    ClipPPOLoss,
-    DQNLoss,
-    HardUpdate,
-    LossModule,
-    SACLoss,
-    SoftUpdate,
-    ValueEstimators,
-)
-from torchrl.objectives.utils import TargetNetUpdater
+from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
-from torchrl.trainers import TargetNetUpdaterHook, Trainer, TrainerHookBase
+from torchrl.trainers import Trainer, TrainerHookBase
 
+from rlrun.algorithms.base import Algorithm
 from rlrun.errors import ConfigError
 from rlrun.policies import ActorCritic
-
-
-@dataclass
-class Algorithm:
-    """A loss module, how many optimisation steps each batch gets, and the hooks it needs."""
-
-    loss: LossModule
-    optim_steps_per_batch: int
-    num_epochs: int = 1
-    max_grad_norm: float | None = None
-    hooks: list[TrainerHookBase] = field(default_factory=list)
-    # Off-policy: learn from the replay buffer, act through ``exploration`` appended to the actor
-    # in the collector, and step ``target_updater`` (saved in checkpoints by the Trainer).
-    off_policy: bool = False
-    exploration: TensorDictModule | None = None
-    target_updater: TargetNetUpdater | None = None
 
 
 def log_prob_error(
@@ -171,20 +145,17 @@ class PPOMinibatcher(TrainerHookBase):
         trainer.register_op("pre_steps_log", self.log)
 
 
-def _make_ppo(
+def make_ppo(
     cfg: DictConfig,
     ac: ActorCritic,
     frames_per_batch: int,
     device: torch.device,
     fresh_batches: bool,
 ) -> Algorithm:
+    """Clipped PPO on the actor and critic of ``ac``; ``fresh_batches``: each batch was collected
+    with the weights of the previous update (not so for an async collector)."""
     if ac.critic is None:
         raise ConfigError("algo=ppo needs a critic: the policy factory returned critic=None.")
-    if cfg.minibatch_size > frames_per_batch or frames_per_batch % cfg.minibatch_size:
-        raise ConfigError(
-            f"algo.minibatch_size={cfg.minibatch_size} must divide "
-            f"collector.frames_per_batch={frames_per_batch}."
-        )
     loss = ClipPPOLoss(
         ac.actor,
         ac.critic,
@@ -198,11 +169,6 @@ def _make_ppo(
         raise ConfigError(
             "policy.recurrent_mode.loss=false is not valid with algo=ppo: TorchRL's PPO loss "
             "replays whole sequences (it sets the mode itself); set it to true."
-        )
-    if cfg.sequence_length is not None and cfg.sequence_length < 1:
-        raise ConfigError(
-            f"algo.sequence_length={cfg.sequence_length} is not valid; use a positive number of "
-            "steps that divides the batch's time dimension, or null for whole env rows."
         )
     advantage = GAE(
         gamma=cfg.gamma,
@@ -233,126 +199,3 @@ def _make_ppo(
         max_grad_norm=cfg.max_grad_norm,
         hooks=[hook],
     )
-
-
-class TargetUpdate(TargetNetUpdaterHook):
-    """TorchRL's target-network hook, stepped after every optimisation step (its own
-    ``register`` steps it once per collected batch)."""
-
-    def register(self, trainer: Trainer, name: str = "target_update") -> None:
-        trainer.register_op("post_optim", self)
-
-
-class AnnealExploration(TrainerHookBase):
-    """Anneal an exploration module (``EGreedyModule.step``) by the frames of each batch."""
-
-    def __init__(self, module: EGreedyModule) -> None:
-        self.module = module
-
-    def anneal(self, batch: TensorDictBase) -> None:
-        self.module.step(batch.numel())
-
-    def log(self, batch: TensorDictBase) -> dict[str, Any]:
-        return {"train/epsilon": self.module.eps.item()}
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.module.state_dict()
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.module.load_state_dict(state_dict)
-
-    def register(self, trainer: Trainer, name: str = "exploration") -> None:
-        trainer.register_module(name, self)
-        trainer.register_op("batch_process", self.anneal)
-        trainer.register_op("pre_steps_log", self.log)
-
-
-def _optim_steps(utd_ratio: float, frames_per_batch: int) -> int:
-    """Update-to-data ratio (optimisation steps per collected frame) -> steps per batch."""
-    if utd_ratio <= 0:
-        raise ConfigError(f"algo.utd_ratio={utd_ratio} must be > 0 (e.g. 0.5, 1).")
-    return max(1, round(utd_ratio * frames_per_batch))
-
-
-def _target_updater(cfg: DictConfig, loss: LossModule) -> TargetNetUpdater:
-    kind = cfg.target_update
-    if kind == "hard":
-        return HardUpdate(loss, value_network_update_interval=cfg.target_update_period)
-    return SoftUpdate(loss, tau=cfg.tau)
-
-
-def _make_dqn(
-    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device
-) -> Algorithm:
-    if ac.qvalue is None:
-        raise ConfigError(
-            "algo=dqn needs a Q-network: set policy._target_=rlrun.policies.make_qvalue_actor "
-            "(or start from +experiment=dqn)."
-        )
-    loss = DQNLoss(
-        ac.qvalue, loss_function=cfg.loss_function, delay_value=True, double_dqn=cfg.double_dqn
-    )
-    loss.make_value_estimator(ValueEstimators.TD0, gamma=cfg.gamma)
-    exploration = EGreedyModule(
-        ac.actor.spec["action"],
-        eps_init=float(cfg.eps_start),
-        eps_end=float(cfg.eps_end),
-        annealing_num_steps=cfg.eps_anneal_frames,
-        device=device,
-    )
-    updater = _target_updater(cfg, loss)
-    return Algorithm(
-        loss=loss,
-        optim_steps_per_batch=_optim_steps(cfg.utd_ratio, frames_per_batch),
-        max_grad_norm=cfg.max_grad_norm,
-        hooks=[AnnealExploration(exploration), TargetUpdate(updater)],
-        off_policy=True,
-        exploration=exploration,
-        target_updater=updater,
-    )
-
-
-def _make_sac(
-    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device
-) -> Algorithm:
-    if ac.qvalue is None:
-        raise ConfigError(
-            "algo=sac needs a Q(s, a) network: set policy._target_=rlrun.policies."
-            "make_sac_networks (or start from +experiment=sac)."
-        )
-    loss = SACLoss(
-        ac.actor,
-        ac.qvalue,
-        num_qvalue_nets=cfg.num_qvalue_nets,
-        loss_function=cfg.loss_function,
-        alpha_init=cfg.alpha_init,
-        # -|A|, from the last dim only: the spec carries the env batch dims too.
-        target_entropy=-float(ac.actor.spec["action"].shape[-1]),
-        delay_qvalue=True,
-    )
-    loss.make_value_estimator(ValueEstimators.TD0, gamma=cfg.gamma)
-    updater = SoftUpdate(loss, tau=cfg.tau)
-    return Algorithm(
-        loss=loss,
-        optim_steps_per_batch=_optim_steps(cfg.utd_ratio, frames_per_batch),
-        max_grad_norm=cfg.max_grad_norm,
-        hooks=[TargetUpdate(updater)],
-        off_policy=True,
-        target_updater=updater,
-    )
-
-
-def make_algorithm(
-    cfg: DictConfig,
-    ac: ActorCritic,
-    frames_per_batch: int,
-    device: torch.device,
-    fresh_batches: bool = True,
-) -> Algorithm:
-    """Build the loss and its hooks for ``algo.name`` on the learner's ``device`` (where ``ac``
-    lives). ``fresh_batches``: every batch is collected with the weights of the previous update
-    (false for an async collector)."""
-    name = cfg.name
-    if name == "ppo":
-        return _make_ppo(cfg, ac, frames_per_batch, device, fresh_batches)
-    return {"dqn": _make_dqn, "sac": _make_sac}[name](cfg, ac, frames_per_batch, device)

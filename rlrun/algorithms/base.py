@@ -1,0 +1,26 @@
+"""What every algorithm hands the run: a loss, its optimisation schedule and its hooks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tensordict.nn import TensorDictModule
+from torchrl.objectives import LossModule
+from torchrl.objectives.utils import TargetNetUpdater
+from torchrl.trainers import TrainerHookBase
+
+
+@dataclass
+class Algorithm:
+    """A loss module, how many optimisation steps each batch gets, and the hooks it needs."""
+
+    loss: LossModule
+    optim_steps_per_batch: int
+    num_epochs: int = 1
+    max_grad_norm: float | None = None
+    hooks: list[TrainerHookBase] = field(default_factory=list)
+    # Off-policy: learn from the replay buffer, act through ``exploration`` appended to the actor
+    # in the collector, and step ``target_updater`` (saved in checkpoints by the Trainer).
+    off_policy: bool = False
+    exploration: TensorDictModule | None = None
+    target_updater: TargetNetUpdater | None = None

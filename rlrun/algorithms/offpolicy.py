@@ -1,0 +1,92 @@
+"""The replay-buffer skeleton DQN, SAC and TD3 share, written once.
+
+Each of them is a TorchRL loss with TD(0) targets (``algo.gamma``), ``algo.utd_ratio``
+optimisation steps per collected frame on replay samples, target networks stepped after
+optimisation steps (``algo.tau`` or a hard copy), and, where the algorithm explores with a module
+appended to its actor in the collector, that module annealed by collected frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule
+from torchrl.objectives import LossModule, SoftUpdate, ValueEstimators
+from torchrl.objectives.utils import TargetNetUpdater
+from torchrl.trainers import TargetNetUpdaterHook, Trainer, TrainerHookBase
+
+from rlrun.algorithms.base import Algorithm
+
+
+class TargetUpdate(TargetNetUpdaterHook):
+    """TorchRL's target-network hook, stepped after every optimisation step (its own
+    ``register`` steps it once per collected batch), or only after those where ``when()``."""
+
+    def __init__(self, updater: TargetNetUpdater, when: Callable[[], bool] | None = None) -> None:
+        super().__init__(updater)
+        self.when = when
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        if self.when is None or self.when():
+            super().__call__(*args, **kwargs)
+
+    def register(self, trainer: Trainer, name: str = "target_update") -> None:
+        trainer.register_op("post_optim", self)
+
+
+class AnnealExploration(TrainerHookBase):
+    """Anneal an exploration module (``EGreedyModule``, ``AdditiveGaussianModule``: its
+    ``step``) by the frames of each batch, and log its current ``attr`` (``eps``, ``sigma``)."""
+
+    def __init__(self, module: TensorDictModule, attr: str, log_as: str) -> None:
+        self.module = module
+        self.attr = attr
+        self.log_as = log_as
+
+    def anneal(self, batch: TensorDictBase) -> None:
+        self.module.step(batch.numel())
+
+    def log(self, batch: TensorDictBase) -> dict[str, Any]:
+        return {f"train/{self.log_as}": getattr(self.module, self.attr).item()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.module.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.module.load_state_dict(state_dict)
+
+    def register(self, trainer: Trainer, name: str = "exploration") -> None:
+        trainer.register_module(name, self)
+        trainer.register_op("batch_process", self.anneal)
+        trainer.register_op("pre_steps_log", self.log)
+
+
+def off_policy(
+    cfg: DictConfig,
+    loss: LossModule,
+    frames_per_batch: int,
+    *,
+    updater: TargetNetUpdater | None = None,
+    update_when: Callable[[], bool] | None = None,
+    exploration: AnnealExploration | None = None,
+) -> Algorithm:
+    """``loss`` trained from the replay buffer: TD(0) targets, ``algo.utd_ratio`` steps per
+    frame, ``updater`` (default: soft updates with ``algo.tau``) after each optimisation step
+    (or where ``update_when()``), and ``exploration`` annealed while collecting."""
+    loss.make_value_estimator(ValueEstimators.TD0, gamma=cfg.gamma)
+    updater = updater or SoftUpdate(loss, tau=cfg.tau)
+    hooks: list[TrainerHookBase] = [TargetUpdate(updater, update_when)]
+    if exploration is not None:
+        hooks.insert(0, exploration)
+    return Algorithm(
+        loss=loss,
+        optim_steps_per_batch=max(1, round(cfg.utd_ratio * frames_per_batch)),
+        max_grad_norm=cfg.max_grad_norm,
+        hooks=hooks,
+        off_policy=True,
+        exploration=exploration.module if exploration is not None else None,
+        target_updater=updater,
+    )

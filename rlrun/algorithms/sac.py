@@ -1,0 +1,35 @@
+"""SAC (``algo=sac``): TorchRL's ``SACLoss``, a TanhNormal actor, twin Q, a learned entropy
+temperature (target entropy -|A|) and soft target updates."""
+
+from __future__ import annotations
+
+import torch
+from omegaconf import DictConfig
+from torchrl.objectives import SACLoss
+
+from rlrun.algorithms.base import Algorithm
+from rlrun.algorithms.offpolicy import off_policy
+from rlrun.errors import ConfigError
+from rlrun.policies import ActorCritic
+
+
+def make_sac(
+    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
+) -> Algorithm:
+    """SAC on ``ac.actor`` (stochastic, explores by sampling) and ``ac.qvalue``."""
+    if ac.qvalue is None:
+        raise ConfigError(
+            "algo=sac needs a Q(s, a) network: set policy._target_=rlrun.policies."
+            "make_sac_networks (or start from +experiment=sac)."
+        )
+    loss = SACLoss(
+        ac.actor,
+        ac.qvalue,
+        num_qvalue_nets=cfg.num_qvalue_nets,
+        loss_function=cfg.loss_function,
+        alpha_init=cfg.alpha_init,
+        # -|A|, from the last dim only: the spec carries the env batch dims too.
+        target_entropy=-float(ac.actor.spec["action"].shape[-1]),
+        delay_qvalue=True,
+    )
+    return off_policy(cfg, loss, frames_per_batch)

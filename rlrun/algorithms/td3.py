@@ -1,0 +1,84 @@
+"""TD3 (``algo=td3``): TorchRL's ``TD3Loss`` (twin Q, target policy smoothing with clipped noise),
+actor and target updates every ``algo.policy_delay`` critic steps, and Gaussian exploration noise
+added to the deterministic actor while collecting (fixed, or annealed over frames)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from tensordict import TensorDictBase
+from torchrl.modules import AdditiveGaussianModule
+from torchrl.objectives import TD3Loss
+
+from rlrun.algorithms.base import Algorithm
+from rlrun.algorithms.offpolicy import AnnealExploration, off_policy
+from rlrun.errors import ConfigError
+from rlrun.policies import ActorCritic
+
+
+class DelayedTD3Loss(TD3Loss):
+    """``TD3Loss`` whose actor term reaches the gradient only on every ``policy_delay``-th call.
+
+    In between it is returned detached (still logged): the actor's parameters then get no
+    gradient at all, and torch optimisers leave parameters without a gradient untouched (no
+    Adam momentum step), as in TD3's separate actor optimiser. The call count is a buffer, so
+    it is saved in checkpoints and a resumed run keeps the rhythm.
+    """
+
+    def __init__(self, *args: Any, policy_delay: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.policy_delay = policy_delay
+        self.register_buffer("critic_steps", torch.zeros((), dtype=torch.long))
+        self._steps = 0  # the buffer's value, kept on the host (no device sync per step)
+        self.actor_updated = False
+        self.register_load_state_dict_post_hook(DelayedTD3Loss._reload_steps)
+
+    @staticmethod
+    def _reload_steps(module: DelayedTD3Loss, _incompatible: Any) -> None:
+        module._steps = int(module.critic_steps)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        out = super().forward(tensordict)
+        self._steps += 1
+        self.critic_steps.add_(1)
+        self.actor_updated = self._steps % self.policy_delay == 0
+        if not self.actor_updated:
+            out.set("loss_actor", out.get("loss_actor").detach())
+        return out
+
+
+def make_td3(
+    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
+) -> Algorithm:
+    """TD3 on ``ac.actor`` (deterministic, bounded) and ``ac.qvalue``; targets follow the actor."""
+    if ac.qvalue is None:
+        raise ConfigError(
+            "algo=td3 needs a Q(s, a) network: set policy._target_=rlrun.policies."
+            "make_td3_networks (or start from +experiment=td3_mujoco)."
+        )
+    spec = ac.actor.spec["action"]
+    loss = DelayedTD3Loss(
+        ac.actor,
+        ac.qvalue,
+        action_spec=spec,
+        num_qvalue_nets=cfg.num_qvalue_nets,
+        policy_noise=cfg.policy_noise,
+        noise_clip=cfg.noise_clip,
+        loss_function=cfg.loss_function,
+        policy_delay=cfg.policy_delay,
+    )
+    half_range = ((spec.space.high - spec.space.low) / 2).to(device)
+    noise = AdditiveGaussianModule(
+        spec,
+        sigma_init=float(cfg.exploration_sigma_start),
+        sigma_end=float(cfg.exploration_sigma_end),
+        annealing_num_steps=cfg.exploration_anneal_frames,
+        std=half_range,  # sigma is relative to the action range, as CleanRL's noise
+        device=device,
+    )
+    exploration = AnnealExploration(noise, "sigma", "exploration_sigma")
+    return off_policy(
+        cfg, loss, frames_per_batch, update_when=lambda: loss.actor_updated, exploration=exploration
+    )

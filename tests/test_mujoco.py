@@ -1,0 +1,180 @@
+"""Continuous control as researchers run it: the MuJoCo presets through the console script, TD3's
+delayed actor updates and clipped target smoothing, observation statistics kept across a resume
+and used by evaluation, and the one-line error without the mujoco extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import built, run_dirs, run_rlrun, series, summary
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.data import Bounded, Composite, Unbounded
+from torchrl.envs.transforms import VecNormV2
+from torchrl.objectives import ValueEstimators
+
+from rlrun.algorithms.td3 import DelayedTD3Loss
+from rlrun.envs import SharedObservationNorm
+from rlrun.policies import make_td3_networks
+from rlrun.updates import UpdateStep
+
+QUIET = ["trainer.progress_bar=false", "checkpoint.every_frames=0"]
+TINY = [  # 3 batches of 100 frames, the first random; a few small updates per batch
+    *QUIET,
+    "trainer.total_frames=300",
+    "collector.frames_per_batch=100",
+    "collector.init_random_frames=100",
+    "algo.utd_ratio=0.1",
+    "replay_buffer.batch_size=64",
+]
+
+
+@pytest.mark.parametrize("preset", ["sac_mujoco", "td3_mujoco"])
+def test_off_policy_mujoco_preset_tiny_run(preset: str, workdir: Path) -> None:
+    run_rlrun(f"+experiment={preset}", *TINY, cwd=workdir)  # HalfCheetah-v5, the preset's env
+    (run_dir,) = run_dirs(workdir)
+    assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == 300
+    assert series(run_dir, "optim_steps")[-1][1] == 30  # 10 steps per batch, from the first
+
+
+def test_ppo_mujoco_preset_tiny_run(workdir: Path) -> None:
+    run_rlrun(
+        "+experiment=ppo_mujoco", "env=hopper", *QUIET, "trainer.total_frames=256",
+        "collector.frames_per_batch=128", "algo.epochs=1", cwd=workdir,
+    )  # fmt: skip
+    (run_dir,) = run_dirs(workdir)
+    assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == 256
+
+
+def test_without_the_mujoco_extra_one_line_names_it(workdir: Path) -> None:
+    """The console script's entry point in a process where ``mujoco`` cannot be imported, as on
+    a machine without the extra (``sys.modules[name] = None`` is Python's "not installed")."""
+    code = (
+        "import sys; sys.modules['mujoco'] = None; from rlrun.cli import main; "
+        "sys.argv = ['rlrun', '+experiment=sac_mujoco']; main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        "rlrun: error: env.id=HalfCheetah-v5 needs a package that is not installed: "
+        "MuJoCo is not installed: pip install 'rlrun[mujoco]'"
+    )
+    assert not (workdir / "outputs").exists()
+
+
+OBS = Composite(observation=Unbounded(shape=(3,)))
+ACTION = Bounded(-2.0, 2.0, shape=(1,))
+
+
+def td3_batch(n: int = 32) -> TensorDict:
+    return TensorDict(
+        {
+            "observation": torch.randn(n, 3),
+            "action": ACTION.rand((n,)),
+            ("next", "observation"): torch.randn(n, 3),
+            ("next", "reward"): torch.randn(n, 1),
+            ("next", "done"): torch.zeros(n, 1, dtype=torch.bool),
+            ("next", "terminated"): torch.zeros(n, 1, dtype=torch.bool),
+        },
+        [n],
+    )
+
+
+def test_td3_updates_the_actor_every_policy_delay_critic_steps() -> None:
+    torch.manual_seed(0)
+    ac = make_td3_networks(observation_spec=OBS, action_spec=ACTION, hidden_sizes=[16])
+    loss = DelayedTD3Loss(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3)
+    loss.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
+    optimizer = torch.optim.Adam(loss.parameters(), lr=1e-2)
+    step = UpdateStep(loss, optimizer, 10.0, torch.device("cpu"))
+    trainer = type("T", (), {"_post_loss_hook": lambda self, batch: None})()
+    actor = loss.actor_network_params.flatten_keys().values()
+    critic = loss.qvalue_network_params.flatten_keys().values()
+    moved = []
+    for _ in range(9):
+        before_actor = [p.clone() for p in actor]
+        before_critic = [p.clone() for p in critic]
+        step.step(trainer, td3_batch())
+        moved.append(
+            (
+                any(not torch.equal(a, b) for a, b in zip(actor, before_actor, strict=True)),
+                all(not torch.equal(a, b) for a, b in zip(critic, before_critic, strict=True)),
+            )
+        )
+    assert [a for a, _ in moved] == [False, False, True] * 3  # no Adam drift in between
+    assert all(c for _, c in moved)  # the critics learn at every step
+    state = loss.state_dict()
+    resumed = DelayedTD3Loss(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3)
+    resumed.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
+    resumed.load_state_dict(state)
+    assert resumed._steps == 9  # the rhythm survives a checkpoint
+
+
+class RecordingQ(nn.Module):
+    """Q(s, a) that keeps the (state, action) pairs it was asked about."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 1)
+        self.seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        self.seen.append((obs.detach().clone(), action.detach().clone()))
+        return self.linear(torch.cat([obs, action], -1))
+
+
+def test_td3_target_smoothing_noise_is_clipped() -> None:
+    torch.manual_seed(0)
+    ac = make_td3_networks(observation_spec=OBS, action_spec=ACTION, hidden_sizes=[16])
+    recorder = RecordingQ()
+    qvalue = TensorDictModule(recorder, ["observation", "action"], ["state_action_value"])
+    loss = DelayedTD3Loss(
+        ac.actor, qvalue, action_spec=ACTION, policy_delay=2, policy_noise=100.0,
+        noise_clip=0.05, deactivate_vmap=True,
+    )  # fmt: skip
+    loss.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
+    batch = td3_batch(256)
+    next_obs = batch.get(("next", "observation"))
+    with torch.no_grad():
+        target_action = ac.actor(batch.get("next").clone()).get("action")
+    loss(batch)
+    # the target's Q(s', a' + noise) calls, one per twin
+    offsets = [(a - target_action).abs() for o, a in recorder.seen if torch.equal(o, next_obs)]
+    assert len(offsets) == 2
+    assert all(o.max() <= 0.05 + 1e-6 for o in offsets)  # noise of std 100, clipped to 0.05
+    assert all(o.max() > 0.04 for o in offsets)  # and really added
+
+
+def vecnorm(trainer) -> VecNormV2:
+    return next(t for t in trainer.collector.env.transform if isinstance(t, VecNormV2))
+
+
+def test_observation_statistics_resume_and_are_what_evaluation_uses(tmp_path: Path) -> None:
+    ppo = ["+experiment=ppo_mujoco", "env=inverted_pendulum", "collector.frames_per_batch=128",
+           "algo.epochs=1", "trainer.total_frames=256", "eval=default"]  # fmt: skip
+    with built(tmp_path / "a", *ppo) as (_, trainer):
+        norm = vecnorm(trainer)
+        trainer.train()
+        saved = {k: v.clone() for k, v in norm.loc.items(True, True)}
+        assert saved["observation"].abs().sum() > 0  # statistics were learnt
+        (checkpoint,) = (tmp_path / "a" / "checkpoints").glob("checkpoint-*")  # at the end
+    with built(tmp_path / "b", *ppo) as (_, trainer):
+        from rlrun.checkpoints import load_checkpoint
+
+        load_checkpoint(trainer, checkpoint, None)
+        norm = vecnorm(trainer)
+        assert torch.equal(norm.loc["observation"], saved["observation"])
+        eval_env = trainer._modules["evaluator"].make_env(num_envs=2)  # what evaluation steps
+        (shared,) = [t for t in eval_env.transform if isinstance(t, SharedObservationNorm)]
+        raw = TensorDict(observation=torch.randn(2, 4) * 3, batch_size=[2])
+        seen = shared._call(raw.clone()).get("observation")
+        expected = (raw["observation"] - norm.loc["observation"]) / norm.scale["observation"]
+        torch.testing.assert_close(seen, expected)
+        eval_env.close()
