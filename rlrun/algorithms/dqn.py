@@ -9,8 +9,7 @@ from torchrl.modules import EGreedyModule
 from torchrl.objectives import DQNLoss, HardUpdate, SoftUpdate
 
 from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import AnnealExploration, off_policy
-from rlrun.errors import ConfigError
+from rlrun.algorithms.offpolicy import AnnealExploration, off_policy, require_qvalue
 from rlrun.policies import ActorCritic
 
 
@@ -18,11 +17,7 @@ def make_dqn(
     cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
 ) -> Algorithm:
     """DQN on ``ac.qvalue``; the collector acts epsilon-greedily."""
-    if ac.qvalue is None:
-        raise ConfigError(
-            "algo=dqn needs a Q-network: set policy._target_=rlrun.policies.make_qvalue_actor "
-            "(or start from +experiment=dqn)."
-        )
+    require_qvalue(ac, "dqn", "make_qvalue_actor", "dqn")
     loss = DQNLoss(
         ac.qvalue, loss_function=cfg.loss_function, delay_value=True, double_dqn=cfg.double_dqn
     )

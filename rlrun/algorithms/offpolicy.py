@@ -19,6 +19,8 @@ from torchrl.objectives.utils import TargetNetUpdater
 from torchrl.trainers import TargetNetUpdaterHook, Trainer, TrainerHookBase
 
 from rlrun.algorithms.base import Algorithm
+from rlrun.errors import ConfigError
+from rlrun.policies import ActorCritic
 
 
 class TargetUpdate(TargetNetUpdaterHook):
@@ -62,6 +64,15 @@ class AnnealExploration(TrainerHookBase):
         trainer.register_module(name, self)
         trainer.register_op("batch_process", self.anneal)
         trainer.register_op("pre_steps_log", self.log)
+
+
+def require_qvalue(ac: ActorCritic, algo: str, factory: str, preset: str) -> None:
+    """DQN, SAC and TD3 train ``ac.qvalue``: a policy factory without one is a user's mistake."""
+    if ac.qvalue is None:
+        raise ConfigError(
+            f"algo={algo} needs a Q-network: set policy._target_=rlrun.policies.{factory} "
+            f"(or start from +experiment={preset})."
+        )
 
 
 def off_policy(

@@ -8,8 +8,7 @@ from omegaconf import DictConfig
 from torchrl.objectives import SACLoss
 
 from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import off_policy
-from rlrun.errors import ConfigError
+from rlrun.algorithms.offpolicy import off_policy, require_qvalue
 from rlrun.policies import ActorCritic
 
 
@@ -17,11 +16,7 @@ def make_sac(
     cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
 ) -> Algorithm:
     """SAC on ``ac.actor`` (stochastic, explores by sampling) and ``ac.qvalue``."""
-    if ac.qvalue is None:
-        raise ConfigError(
-            "algo=sac needs a Q(s, a) network: set policy._target_=rlrun.policies."
-            "make_sac_networks (or start from +experiment=sac)."
-        )
+    require_qvalue(ac, "sac", "make_sac_networks", "sac")
     loss = SACLoss(
         ac.actor,
         ac.qvalue,

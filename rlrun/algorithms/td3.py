@@ -13,8 +13,7 @@ from torchrl.modules import AdditiveGaussianModule
 from torchrl.objectives import TD3Loss
 
 from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import AnnealExploration, off_policy
-from rlrun.errors import ConfigError
+from rlrun.algorithms.offpolicy import AnnealExploration, off_policy, require_qvalue
 from rlrun.policies import ActorCritic
 
 
@@ -53,11 +52,7 @@ def make_td3(
     cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
 ) -> Algorithm:
     """TD3 on ``ac.actor`` (deterministic, bounded) and ``ac.qvalue``; targets follow the actor."""
-    if ac.qvalue is None:
-        raise ConfigError(
-            "algo=td3 needs a Q(s, a) network: set policy._target_=rlrun.policies."
-            "make_td3_networks (or start from +experiment=td3_mujoco)."
-        )
+    require_qvalue(ac, "td3", "make_td3_networks", "td3_mujoco")
     spec = ac.actor.spec["action"]
     loss = DelayedTD3Loss(
         ac.actor,
