@@ -1,18 +1,24 @@
-"""Loggers: CSV, TensorBoard and W&B (offline) read back from their own files agree."""
+"""Loggers: CSV, TensorBoard, W&B (offline) and MLflow, read back from their own files (and
+MLflow's store), agree on every metric and step, across a SIGTERM and resume; each shows the
+eval video."""
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 from pathlib import Path
 
 import pytest
 from conftest import TINY, csv_series, run_dirs, run_rlrun, summary
+from omegaconf import OmegaConf
+from PIL import Image
+from test_checkpoints import LONG, TOTAL, stop_with_sigterm
 
+from rlrun.errors import ConfigError
 from rlrun.loggers import flatten_config, redact_secrets
 
 SECRET = "sk-test-SECRET-0123456789"
-METRICS = ("train/episode_return", "train/loss_objective", "train/optim_steps")
 
 
 def tensorboard_series(run_dir: Path, name: str) -> list[tuple[int, float]]:
@@ -68,40 +74,143 @@ def wandb_series(rows: list[dict], name: str) -> list[tuple[int, float]]:
     return [(int(r[step_key]), float(r[name])) for r in rows if name in r]
 
 
-def test_csv_tensorboard_wandb_agree_continue_on_resume_and_keep_secrets_out(
-    workdir: Path,
+def csv_names(run_dir: Path) -> set[str]:
+    root = run_dir / "csv" / "scalars"
+    return {p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.csv")}
+
+
+def tensorboard_gifs(run_dir: Path, name: str) -> list[tuple[int, Image.Image]]:
+    """A video summary read back: (frames, animated GIF) per step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"images": 0})
+    events.Reload()
+    return [(e.step, Image.open(io.BytesIO(e.encoded_image_string))) for e in events.Images(name)]
+
+
+def mlflow_run(tracking_uri: str, experiment: str = "rlrun"):
+    """The one MLflow run of ``experiment`` (there must be exactly one) and a client."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    (run,) = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    return client, run
+
+
+def mlflow_series(client, run, name: str) -> list[tuple[int, float]]:
+    history = client.get_metric_history(run.info.run_id, name)
+    return sorted((m.step, m.value) for m in history)
+
+
+# 8 batches of 256 frames, evaluated (with a video) every 512: long enough to be stopped midway.
+EVERY_LOGGER = [
+    *LONG,
+    "logger=[csv,tensorboard,wandb,mlflow]",
+    "logger.mode=offline",
+    "eval=default",
+    "eval.every_frames=512",
+    "eval.episodes=2",
+    "eval.video=true",
+]
+
+
+def test_four_loggers_agree_across_sigterm_and_resume_and_get_the_video(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = {"WANDB_API_KEY": SECRET}
+    monkeypatch.setenv("WANDB_API_KEY", SECRET)  # must reach no file
+    run_dir = stop_with_sigterm(workdir, *EVERY_LOGGER)
+    stopped = summary(run_dir)["frames"]
+    assert summary(run_dir)["status"] == "interrupted" and stopped < TOTAL
+    mlflow_id = (run_dir / "mlflow" / "run_id").read_text()
+    run_rlrun(f"resume={run_dir}", cwd=workdir)
+    assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == TOTAL
+
+    # one W&B run and one MLflow run, both continued by the resume
+    runs = [wandb_run(f) for f in sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))]
+    assert len(runs) == 2 and runs[0][2] == runs[1][2]
+    rows = runs[0][0] + runs[1][0]
+    client, mlflow = mlflow_run(f"sqlite:///{run_dir / 'mlflow' / 'mlflow.db'}")
+    assert mlflow.info.run_id == mlflow_id and mlflow.info.run_name == run_dir.name
+    assert mlflow.data.params["trainer.total_frames"] == str(TOTAL)
+    assert mlflow.data.params["resume"] == "None" and mlflow.data.tags["resume"] == str(run_dir)
+
+    # every metric, under the same name, at the same frame counts, with the same values
+    names = csv_names(run_dir)
+    assert {"train/optim_steps", "eval/episode_return"} <= names
+    wandb_names = {k for r in rows for k in r if not k.startswith(("_", "eval/video"))}
+    assert {k for k in wandb_names if not k.endswith("/step")} == names
+    assert set(mlflow.data.metrics) == names
+    for name in sorted(names):
+        csv = csv_series(run_dir, name)
+        for other in (
+            tensorboard_series(run_dir, name),
+            wandb_series(rows, name),
+            mlflow_series(client, mlflow, name),
+        ):
+            assert [step for step, _ in other] == [step for step, _ in csv], name
+            assert [v for _, v in other] == pytest.approx([v for _, v in csv], rel=1e-6), name
+    assert [s for s, _ in csv_series(run_dir, "train/optim_steps")] == list(range(256, 2049, 256))
+
+    # the eval video at every evaluation: mp4 files, TensorBoard's animated GIF, W&B, MLflow
+    evals = [step for step, _ in csv_series(run_dir, "eval/episode_return")]
+    assert evals == list(range(512, 2049, 512))
+    assert sorted(p.name for p in (run_dir / "videos").glob("*.mp4")) == [
+        f"eval-{s:012d}.mp4" for s in evals
+    ]
+    gifs = tensorboard_gifs(run_dir, "eval/video")
+    assert [step for step, _ in gifs] == evals
+    assert all(gif.format == "GIF" and gif.size == (600, 400) for _, gif in gifs)
+    assert all(gif.n_frames > 1 for _, gif in gifs)
+    assert [int(r["eval/step"]) for r in rows if "eval/video/path" in r] == evals
+    artifacts = client.list_artifacts(mlflow.info.run_id, "videos")
+    assert [(a.path, a.file_size > 0) for a in artifacts] == [
+        (f"videos/eval-video-{s:012d}.mp4", True) for s in evals
+    ]
+    leaked = [p for p in run_dir.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert leaked == []
+
+
+def test_mlflow_store_and_experiment_from_the_command_line(workdir: Path) -> None:
     run_rlrun(
         "+experiment=ppo",
         *TINY,
-        "logger=[csv,tensorboard,wandb]",
-        "logger.mode=offline",
+        "logger=[csv,mlflow]",
+        "logger.tracking_uri=sqlite:///mlruns.db",
+        "logger.experiment=cartpole",
         cwd=workdir,
-        env=env,
     )
     (run_dir,) = run_dirs(workdir)
-    assert summary(run_dir)["status"] == "completed"
-    (wandb_file,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
-    rows, config, run_id = wandb_run(wandb_file)
-    for name in METRICS:
-        csv = csv_series(run_dir, name)
-        assert [step for step, _ in csv] == [512, 1024], name  # x-axis: collected frames
-        for other in (tensorboard_series(run_dir, name), wandb_series(rows, name)):
-            assert [step for step, _ in other] == [step for step, _ in csv], name
-            assert [v for _, v in other] == pytest.approx([v for _, v in csv], rel=1e-6), name
-    assert config["trainer.total_frames"] == 1024  # the composed config as hparams
-    # a resume continues the same W&B run and every series at the next frame count
-    run_rlrun(f"resume={run_dir}", "trainer.total_frames=1536", cwd=workdir, env=env)
-    (resumed,) = set(run_dir.glob("wandb/offline-run-*/run-*.wandb")) - {wandb_file}
-    rows, _, resumed_id = wandb_run(resumed)
-    assert resumed_id == run_id
-    for name in METRICS:
-        assert [step for step, _ in wandb_series(rows, name)] == [1536], name
-        assert [step for step, _ in csv_series(run_dir, name)] == [512, 1024, 1536], name
-        assert [step for step, _ in tensorboard_series(run_dir, name)] == [512, 1024, 1536]
-    leaked = [p for p in run_dir.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
-    assert leaked == []
+    assert list((run_dir / "mlflow").iterdir()) == [run_dir / "mlflow" / "run_id"]
+    client, run = mlflow_run(f"sqlite:///{workdir / 'mlruns.db'}", "cartpole")
+    composed = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    assert run.data.params == {k: str(v) for k, v in flatten_config(composed).items()}
+    assert mlflow_series(client, run, "train/optim_steps") == csv_series(
+        run_dir, "train/optim_steps"
+    )
+
+
+def test_folder_tracking_uri_is_a_config_error(workdir: Path) -> None:
+    proc = run_rlrun(
+        "+experiment=ppo",
+        *TINY,
+        "logger=mlflow",
+        "logger.tracking_uri=mlruns",
+        cwd=workdir,
+        check=False,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "rlrun: error: logger.tracking_uri=mlruns: MLflow 3 no longer writes folder stores; use "
+        "sqlite:///<path>.db (MLflow creates the file) or an http(s):// tracking server."
+    )
+
+
+def test_unknown_tracking_store_is_a_config_error(tmp_path: Path) -> None:
+    from rlrun.mlflow_logger import mlflow_logger
+
+    cfg = OmegaConf.create({"tracking_uri": "foo://x", "experiment": "rlrun"})
+    with pytest.raises(ConfigError, match="^logger.tracking_uri=foo://x: MLflow has no tracking"):
+        mlflow_logger(cfg, tmp_path)
 
 
 def test_redact_secrets_before_logging() -> None:
