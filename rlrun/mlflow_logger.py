@@ -1,14 +1,15 @@
 """MLflow for ``logger=mlflow``: TorchRL's MLFlowLogger, one MLflow run per run folder.
 
 By default the tracking store is a SQLite file in ``<run folder>/mlflow/`` (MLflow 3 refuses new
-folder stores), its artifacts beside it; ``logger.tracking_uri`` (or ``MLFLOW_TRACKING_URI``)
-names another store and ``logger.experiment`` the experiment.
+folder stores), its artifacts beside it; ``logger.tracking_uri`` names another store (not
+``MLFLOW_TRACKING_URI`` on its own: MLflow sets that variable itself, so in a sweep run in one
+process a job would read the last job's store; ``'${oc.env:MLFLOW_TRACKING_URI}'`` passes it)
+and ``logger.experiment`` the experiment.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -98,12 +99,11 @@ def refusal(uri: str) -> str:
 
 
 def mlflow_logger(cfg: Any, run_dir: Path) -> MLflowRunLogger:
-    """The store: ``logger.tracking_uri``, else ``MLFLOW_TRACKING_URI``, else a SQLite file with
-    an artifact folder in ``<run folder>/mlflow/``."""
+    """The store: ``logger.tracking_uri``, else a SQLite file with an artifact folder in
+    ``<run folder>/mlflow/``."""
     for name in ("mlflow.store.db.utils", "alembic"):  # a new store's schema-migration chatter
         logging.getLogger(name).setLevel(logging.WARNING)
-    uri = cfg.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-    artifacts = None
+    uri, artifacts = cfg.tracking_uri, None
     if not uri:
         folder = (run_dir / "mlflow").absolute()
         folder.mkdir(parents=True, exist_ok=True)

@@ -170,23 +170,27 @@ def test_four_loggers_agree_across_sigterm_and_resume_and_get_the_video(
     assert leaked == []
 
 
-def test_mlflow_store_and_experiment_from_the_command_line(workdir: Path) -> None:
+def test_mlflow_stores_and_experiment_from_the_command_line(workdir: Path) -> None:
+    """A sweep in one process: job 0 logs to a shared SQLite file, job 1 to the default store in
+    its own folder (not job 0's: MLflow sets ``MLFLOW_TRACKING_URI`` itself)."""
     run_rlrun(
+        "-m",
         "+experiment=ppo",
         *TINY,
         "logger=[csv,mlflow]",
-        "logger.tracking_uri=sqlite:///mlruns.db",
         "logger.experiment=cartpole",
+        "logger.tracking_uri=sqlite:///mlruns.db,null",
         cwd=workdir,
     )
-    (run_dir,) = run_dirs(workdir)
-    assert list((run_dir / "mlflow").iterdir()) == [run_dir / "mlflow" / "run_id"]
-    client, run = mlflow_run(f"sqlite:///{workdir / 'mlruns.db'}", "cartpole")
-    composed = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    assert run.data.params == {k: str(v) for k, v in flatten_config(composed).items()}
-    assert mlflow_series(client, run, "train/optim_steps") == csv_series(
-        run_dir, "train/optim_steps"
-    )
+    shared, own = run_dirs(workdir)
+    assert list((shared / "mlflow").iterdir()) == [shared / "mlflow" / "run_id"]
+    for job, store in ((shared, workdir / "mlruns.db"), (own, own / "mlflow" / "mlflow.db")):
+        client, run = mlflow_run(f"sqlite:///{store}", "cartpole")  # one run in each store
+        assert run.info.run_name == job.name
+        composed = OmegaConf.load(job / ".hydra" / "config.yaml")
+        assert run.data.params == {k: str(v) for k, v in flatten_config(composed).items()}
+        steps = csv_series(job, "train/optim_steps")
+        assert mlflow_series(client, run, "train/optim_steps") == steps
 
 
 def test_folder_tracking_uri_is_a_config_error(workdir: Path) -> None:
