@@ -6,8 +6,9 @@ Each case runs the real console script in an empty folder, as a new user would.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
+import subprocess
+import sys
 import typing
 from importlib.resources import files
 from pathlib import Path
@@ -87,11 +88,20 @@ def test_unwritable_run_folder_is_refused(tmp_path: Path) -> None:
     assert sorted(tmp_path.iterdir()) == [blocker]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mlflow") is not None, reason="mlflow installed")
 def test_a_missing_extra_is_named(tmp_path: Path) -> None:
-    proc = run_rlrun("logger=mlflow", cwd=tmp_path, check=False)
+    """The console script's entry point where ``mlflow`` is not importable, as without the
+    extra (``sys.modules[name] = None`` is Python's "not installed")."""
+    code = (
+        "import sys; sys.modules['mlflow'] = None; from rlrun.cli import main; "
+        "sys.argv = ['rlrun', 'logger=mlflow']; main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 2
-    assert "logger=mlflow needs the mlflow package: pip install 'rlrun[mlflow]'" in proc.stderr
+    assert proc.stderr.strip() == (
+        "rlrun: error: logger=mlflow needs the mlflow package: pip install 'rlrun[mlflow]'."
+    )
     assert list(tmp_path.iterdir()) == []
 
 
