@@ -287,15 +287,16 @@ def is_checkpoint_folder(path: Path) -> bool:
     return path.is_dir() and (named or any((path / n).exists() for n in names))
 
 
-def find_checkpoint(path: Path, backend: str) -> Path | None:
+def find_checkpoint(path: Path, backend: str, key: str = "resume") -> Path | None:
     """The checkpoint ``resume=path`` restores, its checksums verified: ``path`` itself when
     it names one checkpoint (refused if damaged), else the newest intact one in the run folder
     or checkpoints folder ``path`` (a warning for each damaged newer one). None when there is
-    no checkpoint at all; a ConfigError when none is intact."""
+    no checkpoint at all; a ConfigError when none is intact. ``key``: the setting errors name
+    (``rlrun eval`` and ``rlrun export`` load through here too)."""
     if is_checkpoint_folder(path):
         problem = damage(path, backend)
         if problem is not None:
-            raise ConfigError(f"resume={path}: damaged checkpoint: {problem}")
+            raise ConfigError(f"{key}={path}: damaged checkpoint: {problem}")
         return path
     folder = path / CHECKPOINT_DIR if (path / CHECKPOINT_DIR).is_dir() else path
     damaged: list[tuple[Path, str]] = []
@@ -308,7 +309,7 @@ def find_checkpoint(path: Path, backend: str) -> Path | None:
         damaged.append((candidate, problem))
     if damaged:
         found = "; ".join(f"{bad.name}: {what}" for bad, what in damaged)
-        raise ConfigError(f"resume={path}: no intact checkpoint: {found}")
+        raise ConfigError(f"{key}={path}: no intact checkpoint: {found}")
     return None
 
 

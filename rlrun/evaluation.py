@@ -27,6 +27,27 @@ from rlrun.checkpoints import save_best
 from rlrun.videos import FPS, quiet_sdl, write_mp4
 
 
+@torch.no_grad()
+def run_episodes(env: EnvBase, policy: Any, max_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run one episode per sub-env, all at once, until each has finished (or ``max_steps``):
+    the returns and lengths (``rlrun eval`` reports them one by one). Sub-envs that finish early
+    are reset and their steps ignored."""
+    returns = torch.zeros(env.batch_size.numel(), device=env.device)  # env outputs' device
+    lengths = torch.zeros_like(returns)
+    running = torch.ones_like(returns, dtype=torch.bool)
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        td = env.reset()
+        for _ in range(max_steps):
+            td, next_td = env.step_and_maybe_reset(policy(td))
+            returns += td.get(("next", "reward")).reshape(-1) * running
+            lengths += running
+            running &= ~td.get(("next", "done")).reshape(-1)
+            if not running.any():
+                break
+            td = next_td
+    return returns, lengths
+
+
 class Evaluator(TrainerHookBase):
     """A ``post_steps_log`` hook: evaluate when ``every_frames`` more frames were collected."""
 
@@ -55,38 +76,28 @@ class Evaluator(TrainerHookBase):
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Run one episode per sub-env, all at once, until each has finished (or ``max_steps``);
-        mean return and length. Sub-envs that finish early are reset and their steps ignored."""
+        """Mean return and length of one episode per sub-env (:func:`run_episodes`)."""
         if self.env is None:
             self.env = self.make_env(num_envs=self.cfg.episodes)
-        env = self.env
-        returns = torch.zeros(env.batch_size.numel(), device=env.device)  # env outputs' device
-        lengths = torch.zeros_like(returns)
-        running = torch.ones_like(returns, dtype=torch.bool)
-        with set_exploration_type(ExplorationType.DETERMINISTIC):
-            td = env.reset()
-            for _ in range(self.cfg.max_steps):
-                td, next_td = env.step_and_maybe_reset(self.policy(td))
-                returns += td.get(("next", "reward")).reshape(-1) * running
-                lengths += running
-                running &= ~td.get(("next", "done")).reshape(-1)
-                if not running.any():
-                    break
-                td = next_td
+        returns, lengths = run_episodes(self.env, self.policy, self.cfg.max_steps)
         return {
             "eval/episode_return": returns.mean().item(),
             "eval/episode_length": lengths.mean().item(),
         }
 
-    def record_video(self, frames: int) -> None:
-        """One rendered episode: an mp4 in the run folder and ``eval/video`` for the loggers."""
+    def render_episode(self) -> torch.Tensor:
+        """One episode on a rendering env: its frames, ``[time, height, width, channels]``."""
         quiet_sdl()
         env = self.make_env(pixels=True)
         try:
             pixels = self.episode(env).get("pixels")
-            pixels = pixels.reshape(-1, *pixels.shape[-3:])  # [time, height, width, channels]
         finally:
             env.close()
+        return pixels.reshape(-1, *pixels.shape[-3:])
+
+    def record_video(self, frames: int) -> None:
+        """One rendered episode: an mp4 in the run folder and ``eval/video`` for the loggers."""
+        pixels = self.render_episode()
         write_mp4(pixels.numpy(), self.run_dir / "videos" / f"eval-{frames:012d}.mp4", FPS)
         # loggers take [batch, time, channels, height, width] uint8
         video = pixels.permute(0, 3, 1, 2).unsqueeze(0)
