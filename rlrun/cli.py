@@ -6,6 +6,7 @@ module is safe to import from spawned worker processes (the entry point is guard
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -26,12 +27,16 @@ from rlrun.validation import check_command_line
 # plugins' names on purpose (the plugin's dataclass validates them); Hydra warns about it on each
 # composition. Launcher workers get the same filter from hydra_plugins/rlrun_sweepers/__init__.py.
 warnings.filterwarnings("ignore", message=r"\n'hydra/.*' is validated against ConfigStore")
+SUBCOMMANDS = {"report": "rlrun.report", "eval": "rlrun.playback", "export": "rlrun.export"}
 
 HELP = """\
 rlrun: config-driven reinforcement learning with TorchRL.
 
 Usage: rlrun [group=option ...] [key=value ...] [-m] [--cfg job] [--config-dir DIR]
        rlrun report RUN_OR_SWEEP_FOLDER
+       rlrun eval RUN_OR_SWEEP_FOLDER [episodes=10 video=true checkpoint=best KEY=VALUE ...]
+       rlrun export RUN format=onnx|torchscript [checkpoint=best]
+       python -m rlrun ...              the same as rlrun
 
 Pick configs and override keys on the command line; rlrun assembles a TorchRL Trainer and runs
 it. Every run gets a folder under outputs/ with its config, logs, checkpoints and summary.json.
@@ -46,6 +51,9 @@ Examples:
   rlrun resume=outputs/2026-11-22/10-00-00              continue a stopped run
   rlrun resume=outputs/multirun/2026-11-22/10-00-00     re-run a sweep's unfinished jobs
   rlrun report outputs/multirun/2026-11-22/10-00-00     table and plots of a sweep
+  rlrun eval outputs/2026-11-22/10-00-00 episodes=50     evaluate the trained policy again
+  rlrun eval RUN device=cpu env.id=CartPole-v1 video=true   on another device, env or checkpoint
+  rlrun export outputs/2026-11-22/10-00-00 format=onnx   policy.onnx + policy.onnx.json specs
 
 Hydra's own options: rlrun --hydra-help.  Full tracebacks: HYDRA_FULL_ERROR=1.
 """
@@ -88,12 +96,16 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
-    """Entry point of the console script: ``rlrun report ...``, ``rlrun --help`` or a Hydra run."""
+    """Entry point of the console script (and ``python -m rlrun``): a subcommand
+    (``report``, ``eval``, ``export``), ``rlrun --help`` or a Hydra run."""
     args = sys.argv[1:]
-    if args and args[0] == "report":
-        from rlrun.report import main as report_main
-
-        sys.exit(report_main(args[1:]))
+    if args and args[0] in SUBCOMMANDS:  # a module each, imported only when used
+        command = importlib.import_module(SUBCOMMANDS[args[0]]).main
+        try:
+            sys.exit(command(args[1:]))
+        except (ConfigError, RunError) as err:
+            print(f"rlrun: error: {err}", file=sys.stderr)
+            sys.exit(2 if isinstance(err, ConfigError) else 1)
     if args and args[0] in ("--help", "-h"):
         print(_help_text(), end="")
         return

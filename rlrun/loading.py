@@ -1,0 +1,353 @@
+"""A trained policy rebuilt from its run folder: ``rlrun.load``, and what ``rlrun eval`` and
+``rlrun export`` start from.
+
+The run's composed config (``<run>/.hydra/config.yaml``), with the user's overrides on top,
+rebuilds env and policy through the functions training used (``rlrun.envs.make_env``,
+``rlrun.policies.build_policy``, ``rlrun.run.eval_env_factory``), so the policy is the one
+that was trained. Its weights come from a checkpoint verified the way ``resume=`` verifies one
+(``find_checkpoint``: SHA-256 checksums) and are read with TorchRL's own ``Checkpoint.load``,
+restoring only the ``policy`` component (tensors and JSON, never pickled code). The device is
+decided by ``rlrun/devices.py``, so a run trained with ``device=cuda`` loads with ``device=cpu``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import pickle
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase, TensorDictSequential
+from torch import nn
+from torchrl.envs import EnvBase, Transform
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from rlrun.errors import ConfigError
+
+RUN_CONFIG = Path(".hydra") / "config.yaml"
+SIZE_MISMATCH = re.compile(  # torch's load_state_dict message
+    r"size mismatch for ([^:]+): copying a param with shape torch.Size\((\[[^\]]*\])\) from "
+    r"checkpoint, the shape in current model is torch.Size\((\[[^\]]*\])\)"
+)
+STEP = re.compile(r"(?:step_)?(\d+)")  # checkpoint=step_200000 (or 200000)
+# keys that only place training (collector, replay buffer, CUDA graphs): reset to their CPU
+# values so that device=cpu alone is enough to load a run trained on a GPU
+TRAINING_PLACEMENT = {
+    "collector.device": None,
+    "replay_buffer.device": "cpu",
+    "replay_buffer.pin_memory": "false",
+    "algo.cudagraphs": False,
+    "policy.cudagraphs": False,
+}
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / RUN_CONFIG).is_file()
+
+
+def run_folders(path: Path, command: str) -> list[Path]:
+    """``[path]`` for a run folder, every job folder (numbered order) for a sweep folder."""
+    from rlrun.resume import is_sweep_dir
+
+    path = path.expanduser().absolute()
+    if is_run_dir(path):
+        return [path]
+    if is_sweep_dir(path):
+        jobs = [p for p in path.iterdir() if is_run_dir(p)]
+        if jobs:
+            return sorted(jobs, key=lambda p: (not p.name.isdigit(), p.name.zfill(12)))
+        raise ConfigError(f"rlrun {command} {path}: this sweep folder holds no job folder yet.")
+    raise ConfigError(
+        f"rlrun {command} {path}: not a run folder (no {RUN_CONFIG} there) nor a sweep folder "
+        "(no multirun.yaml); give a folder that rlrun created, e.g. outputs/<date>/<time>."
+    )
+
+
+def split_options(args: Sequence[str], own: Sequence[str], command: str) -> tuple[dict, list]:
+    """``key=value`` arguments: the command's own options (``own``), and overrides of the run's
+    config (the rest)."""
+    options, overrides = {}, []
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        if not eq or arg.startswith("-"):
+            raise ConfigError(f"rlrun {command}: {arg} is not key=value; see rlrun --help.")
+        if key in own:
+            options[key] = value
+        else:
+            overrides.append(arg)
+    return options, overrides
+
+
+def _keys(node: Any, prefix: str = "") -> list[str]:
+    if not isinstance(node, DictConfig):
+        return []
+    found = []
+    for key, value in node.items_ex(resolve=False):
+        found.append(f"{prefix}{key}")
+        found += _keys(value, f"{prefix}{key}.")
+    return found
+
+
+def apply_overrides(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """Hydra-syntax ``key=value`` overrides on a saved config: only keys the run has (``+key=``
+    adds one), values parsed as Hydra parses them (``env.obs_mask=[0,2]``, ``null``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException as err:
+        raise ConfigError(str(err).splitlines()[0]) from None
+    for override in parsed:
+        key, line = override.key_or_group, override.input_line
+        if override.is_sweep_override() or override.type == OverrideType.DEL:
+            raise ConfigError(f"{line}: give one value per key (no sweeps, no ~deletions).")
+        current = OmegaConf.select(cfg, key, default=KeyError)
+        if current is KeyError and override.type != OverrideType.ADD:
+            near = difflib.get_close_matches(key, _keys(cfg), n=1, cutoff=0.6)
+            hint = f" Did you mean {near[0]}?" if near else ""
+            raise ConfigError(
+                f"{key} is not a key of this run's config.{hint} (To add one, write +{line})"
+            )
+        value = override.value()
+        if isinstance(current, DictConfig) and not isinstance(value, dict):
+            raise ConfigError(
+                f"{line}: a saved run has no config groups to pick; override its keys instead "
+                f"(e.g. {key}.id=... for env), as they are in {RUN_CONFIG}."
+            )
+        OmegaConf.update(cfg, key, value, merge=False, force_add=True)
+
+
+def run_config(run_dir: Path, overrides: Sequence[str], device: str | None) -> DictConfig:
+    """The run's saved composed config with ``overrides`` applied; ``device`` (if given) is the
+    one to load on."""
+    cfg = OmegaConf.load(run_dir / RUN_CONFIG)
+    apply_overrides(cfg, overrides)
+    if device is not None:
+        cfg.device = device
+    for key, value in TRAINING_PLACEMENT.items():
+        if OmegaConf.select(cfg, key, default=KeyError) is not KeyError:
+            OmegaConf.update(cfg, key, value, merge=False)
+    return cfg
+
+
+def choose_checkpoint(run_dir: Path, backend: str, name: str | None) -> Path:
+    """The checkpoint ``checkpoint=`` names (``None``: the newest intact one; ``best``;
+    ``step_N``; a path), its checksums verified (``rlrun.checkpoints.find_checkpoint``)."""
+    from rlrun.checkpoints import BEST, CHECKPOINT_DIR, PREFIX, checkpoint_dirs, find_checkpoint
+
+    if backend == "none":
+        raise ConfigError(
+            f"{run_dir}: this run saved no checkpoints (checkpoint.backend=none); train it with "
+            "checkpoint.backend=torch to evaluate or export it."
+        )
+    folder = run_dir / CHECKPOINT_DIR
+    if name is None:
+        path = run_dir
+    elif name == BEST:
+        path = folder / BEST
+    elif (step := STEP.fullmatch(name)) is not None:
+        path = folder / f"{PREFIX}-{int(step.group(1)):012d}"
+    else:
+        path = Path(name).expanduser().absolute()
+    if name is not None and not path.is_dir():
+        saved = [f"step_{int(p.name.removeprefix(f'{PREFIX}-'))}" for p in checkpoint_dirs(folder)]
+        saved += [BEST] if (folder / BEST).is_dir() else []
+        raise ConfigError(
+            f"checkpoint={name}: no such checkpoint in {run_dir}; this run has: "
+            f"{', '.join(saved) or 'none'}."
+        )
+    found = find_checkpoint(path, backend, key="checkpoint" if name else str(run_dir))
+    if found is None:
+        raise ConfigError(
+            f"{run_dir}: no checkpoint in {CHECKPOINT_DIR}/ (the run stopped before it saved "
+            "one); continue it with rlrun resume=<run> to get one."
+        )
+    return found
+
+
+def load_policy_weights(actor: nn.Module, path: Path, backend: str, device: torch.device) -> None:
+    """Restore only the checkpoint's ``policy`` component (the Trainer saves the loss's actor
+    there) into ``actor``; a checkpoint whose shapes differ is refused in one line."""
+    from torchrl.checkpoint import Checkpoint, CheckpointError
+
+    try:
+        if backend == "torchsnapshot":
+            import torchsnapshot
+
+            torchsnapshot.Snapshot(str(path)).restore(app_state={"policy": actor})
+            actor.to(device)
+        else:
+            Checkpoint(policy=actor).load(path, components=["policy"], map_location=device)
+    except (CheckpointError, RuntimeError, pickle.UnpicklingError) as err:
+        text = str(err.__cause__ or err).strip() or type(err).__name__
+        if "Error(s) in loading state_dict" not in text:
+            first = text.splitlines()[0]
+            raise ConfigError(f"{path}: not a loadable policy checkpoint: {first}") from None
+        detail = text.splitlines()[-1].strip().rstrip(".")
+        mismatch = SIZE_MISMATCH.search(text)
+        if mismatch is not None:
+            name, saved, built = mismatch.groups()
+            detail = f"{name} is {saved} there, {built} here"
+        raise ConfigError(
+            f"the policy built from this config does not fit {path.name}: {detail}; drop the "
+            "overrides that change the observation, the action or the network (env.id, "
+            "env.obs_mask, policy.*)."
+        ) from None
+
+
+def frames_of(checkpoint: Path) -> int | None:
+    """The frames a checkpoint was saved at (its manifest, or its folder name)."""
+    from torchrl.checkpoint import Checkpoint
+
+    try:
+        frames = Checkpoint.manifest(checkpoint).get("metadata", {}).get("collected_frames")
+    except Exception:  # a torchsnapshot folder has no TorchRL manifest
+        frames = None
+    digits = re.search(r"(\d+)$", checkpoint.name)
+    if frames is None and digits is not None:
+        frames = int(digits.group(1))
+    return frames
+
+
+@dataclass
+class Trained:
+    """A run's policy with its trained weights, and the env it acts in."""
+
+    run_dir: Path
+    cfg: DictConfig
+    ac: Any  # rlrun.policies.ActorCritic
+    checkpoint: Path
+    frames: int | None
+    device: torch.device
+    make_env: Callable[..., EnvBase]  # rlrun.run.eval_env_factory: (pixels, num_envs) -> env
+    policy: TensorDictModuleBase  # the eval-phase actor, acting on a CPU env's TensorDicts
+
+
+def load_trained(
+    run_dir: Path,
+    overrides: Sequence[str] = (),
+    checkpoint: str | None = None,
+    device: str | None = None,
+) -> Trained:
+    """Rebuild ``run_dir``'s env and policy (``overrides`` on its saved config) and load the
+    weights of ``checkpoint`` (default: the newest intact one) on ``device`` (default: the
+    run's own)."""
+    from rlrun.devices import on_device, placement
+    from rlrun.envs import make_env
+    from rlrun.policies import build_policy
+    from rlrun.run import eval_env_factory, quiet_torchrl
+    from rlrun.validation import check_env
+
+    quiet_torchrl()
+    cfg = run_config(run_dir, overrides, device)
+    where = placement(cfg)  # the one device rule (rlrun/devices.py)
+    check_env(cfg)  # the env exists and fits the algorithm; eval.video against its render modes
+    path = choose_checkpoint(run_dir, cfg.checkpoint.backend, checkpoint)
+    spec_env = make_env(cfg.env, num_envs=1)
+    try:
+        action_spec = spec_env.full_action_spec["action"]
+        ac = build_policy(cfg.policy, spec_env.observation_spec, action_spec, where.eval_policy)
+    finally:
+        spec_env.close()
+    load_policy_weights(ac.actor, path, cfg.checkpoint.backend, where.eval_policy)
+    ac.actor.eval()
+    policy = on_device(ac.rollout_policy("eval"), where.eval_policy)
+    make = eval_env_factory(cfg, ac)
+    return Trained(run_dir, cfg, ac, path, frames_of(path), where.eval_policy, make, policy)
+
+
+def observation_pipeline(trained: Trained, env: EnvBase) -> list[Transform]:
+    """The env transforms that turn a raw observation into the policy's input (e.g.
+    ``env.obs_mask``'s ``ObservationMask``): those before the policy's own transforms (primers,
+    ``InitTracker``) that write a key the actor reads. Cloned, to run outside the env."""
+    own = len(trained.ac.env_transforms())
+    transforms = list(env.transform)[: len(env.transform) - own]
+    reads = set(trained.ac.actor.in_keys)
+    return [t.clone() for t in transforms if reads & set(t.out_keys)]
+
+
+def key_name(key: str | tuple[str, ...]) -> str:
+    """A TensorDict key as a tensor's name (``("next", "actor_h")`` -> ``next_actor_h``)."""
+    return key if isinstance(key, str) else "_".join(key)
+
+
+class TensorPolicy(nn.Module):
+    """The deterministic actor on plain tensors, from a raw observation (the env's observation
+    transforms built in) to the action: ``action = policy(observation)``. A recurrent actor
+    takes and returns its state explicitly, ``action, *state = policy(observation, *state,
+    is_init)`` (``input_names`` and ``output_names`` list them; ``is_init`` true on an
+    episode's first step resets the state). This is the module ``rlrun export`` writes."""
+
+    def __init__(self, trained: Trained) -> None:
+        super().__init__()
+        env = trained.make_env()
+        try:
+            pipeline = observation_pipeline(trained, env)
+        finally:
+            env.close()
+        actor = trained.ac.rollout_policy("eval")
+        module = TensorDictSequential(*pipeline, actor)
+        state = [k for k in module.in_keys if ("next", k) in module.out_keys]
+        self.in_keys = ["observation", *state, *(k for k in module.in_keys if k == "is_init")]
+        self.out_keys = ["action", *(("next", k) for k in state)]
+        self.module = TensorDictSequential(*pipeline, actor, selected_out_keys=self.out_keys)
+        self.module.to(trained.device)
+        self.pipeline = pipeline  # the env's observation transforms, built in
+        self.input_names = [key_name(k) for k in self.in_keys]
+        self.output_names = [key_name(k) for k in self.out_keys]
+        self.recurrent = bool(state)
+
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        if len(tensors) != len(self.in_keys):
+            raise TypeError(f"this policy takes {', '.join(self.input_names)}")
+        td = TensorDict(dict(zip(self.in_keys, tensors, strict=True)), tensors[0].shape[:1])
+        with set_exploration_type(ExplorationType.DETERMINISTIC):
+            out = self.module(td)
+        values = tuple(out.get(k) for k in self.out_keys)
+        return values if self.recurrent else values[0]
+
+
+class TrainedPolicy(nn.Module):
+    """What ``rlrun.load`` returns: the trained policy, acting deterministically.
+
+    ``policy(td)``: a TensorDict from ``policy.make_env()`` (or any with the same keys) gets
+    its ``action`` written, as during evaluation (recurrent state in the TensorDict).
+    ``policy(observation)``: a batch of raw observations ``[batch, *obs_shape]`` on ``device``
+    gives a batch of actions (:class:`TensorPolicy`; a recurrent policy takes and returns its
+    state). ``config``, ``checkpoint`` and ``frames`` say what was loaded.
+    """
+
+    def __init__(self, trained: Trained) -> None:
+        super().__init__()
+        self.td_policy = trained.policy
+        self.tensor_policy = TensorPolicy(trained)
+        self.make_env = trained.make_env
+        self.config = trained.cfg
+        self.checkpoint = trained.checkpoint
+        self.frames = trained.frames
+
+    def forward(self, data: TensorDictBase | torch.Tensor, *state: torch.Tensor) -> Any:
+        if isinstance(data, TensorDictBase):
+            with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+                return self.td_policy(data)
+        with torch.no_grad():
+            return self.tensor_policy(data, *state)
+
+
+def load(run_dir: str | Path, checkpoint: str | None = None, device: str = "cpu") -> TrainedPolicy:
+    """``rlrun.load``: the trained policy of a run folder, on ``device`` (``cpu`` by default,
+    whatever the run trained on). ``checkpoint``: ``None`` (the newest intact one), ``"best"``,
+    ``"step_N"`` or a checkpoint folder."""
+    path = Path(run_dir).expanduser().absolute()
+    if not is_run_dir(path):
+        jobs = run_folders(path, "load")  # refused unless a sweep folder
+        raise ConfigError(f"rlrun.load: {path} is a sweep; load one of its {len(jobs)} jobs.")
+    return TrainedPolicy(load_trained(path, checkpoint=checkpoint, device=device))
