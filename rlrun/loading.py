@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import pickle
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 from torch import nn
 from torchrl.envs import EnvBase, Transform
+from torchrl.envs.transforms import VecNormV2
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from rlrun.errors import ConfigError
@@ -173,19 +175,38 @@ def choose_checkpoint(run_dir: Path, backend: str, name: str | None) -> Path:
     return found
 
 
-def load_policy_weights(actor: nn.Module, path: Path, backend: str, device: torch.device) -> None:
-    """Restore only the checkpoint's ``policy`` component (the Trainer saves the loss's actor
-    there) into ``actor``; a checkpoint whose shapes differ is refused in one line."""
+class EnvState:
+    """Takes a checkpoint's ``collector`` component and keeps only its env's state (the
+    transforms' statistics, e.g. ``env.normalize_observations``'s ``VecNormV2``) for ``env``,
+    an env built as the training env was."""
+
+    def __init__(self, env: EnvBase) -> None:
+        self.env = env
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.env.load_state_dict(state.get("env_state_dict") or {}, strict=False)
+
+
+def load_weights(
+    actor: nn.Module, env: EnvBase, path: Path, backend: str, device: torch.device
+) -> None:
+    """Restore the checkpoint's ``policy`` component (the Trainer saves the loss's actor there)
+    into ``actor`` and its collector's env state into ``env``, nothing else; a checkpoint whose
+    shapes differ is refused in one line."""
     from torchrl.checkpoint import Checkpoint, CheckpointError
 
+    parts = {"policy": actor, "collector": EnvState(env)}
     try:
         if backend == "torchsnapshot":
             import torchsnapshot
 
-            torchsnapshot.Snapshot(str(path)).restore(app_state={"policy": actor})
+            torchsnapshot.Snapshot(str(path)).restore(app_state=parts)
             actor.to(device)
         else:
-            Checkpoint(policy=actor).load(path, components=["policy"], map_location=device)
+            Checkpoint(**parts).load(path, map_location=device)
     except (CheckpointError, RuntimeError, pickle.UnpicklingError) as err:
         text = str(err.__cause__ or err).strip() or type(err).__name__
         if "Error(s) in loading state_dict" not in text:
@@ -229,6 +250,7 @@ class Trained:
     device: torch.device
     make_env: Callable[..., EnvBase]  # rlrun.run.eval_env_factory: (pixels, num_envs) -> env
     policy: TensorDictModuleBase  # the eval-phase actor, acting on a CPU env's TensorDicts
+    observation_stats: VecNormV2 | None  # env.normalize_observations: the checkpoint's statistics
 
 
 def load_trained(
@@ -247,31 +269,76 @@ def load_trained(
     from rlrun.validation import check_env
 
     quiet_torchrl()
+    warnings.filterwarnings("ignore", message="Support of VecNormV2 for containers")  # batched envs
     cfg = run_config(run_dir, overrides, device)
     where = placement(cfg)  # the one device rule (rlrun/devices.py)
     check_env(cfg)  # the env exists and fits the algorithm; eval.video against its render modes
     path = choose_checkpoint(run_dir, cfg.checkpoint.backend, checkpoint)
-    spec_env = make_env(cfg.env, num_envs=1)
+    train_env = make_env(cfg.env, num_envs=1)  # the training env's transforms, for their state
     try:
-        action_spec = spec_env.full_action_spec["action"]
-        ac = build_policy(cfg.policy, spec_env.observation_spec, action_spec, where.eval_policy)
+        action_spec = train_env.full_action_spec["action"]
+        ac = build_policy(cfg.policy, train_env.observation_spec, action_spec, where.eval_policy)
+        load_weights(ac.actor, train_env, path, cfg.checkpoint.backend, where.eval_policy)
     finally:
-        spec_env.close()
-    load_policy_weights(ac.actor, path, cfg.checkpoint.backend, where.eval_policy)
+        train_env.close()
     ac.actor.eval()
     policy = on_device(ac.rollout_policy("eval"), where.eval_policy)
-    make = eval_env_factory(cfg, ac)
-    return Trained(run_dir, cfg, ac, path, frames_of(path), where.eval_policy, make, policy)
+    stats = next((t for t in train_env.transform if isinstance(t, VecNormV2)), None)
+    make = eval_env_factory(cfg, ac, stats)  # normalised with the checkpoint's statistics
+    device = where.eval_policy
+    return Trained(run_dir, cfg, ac, path, frames_of(path), device, make, policy, stats)
+
+
+class FrozenObservationNorm(Transform):
+    """``(observation - loc) / scale`` with the numbers as buffers: the checkpoint's running
+    statistics as constants of an exported graph (TorchRL's ``VecNormV2`` recomputes them from
+    its running sums with ``_foreach`` ops ONNX lacks; ``ObservationNorm`` branches on a tensor
+    flag, which ``torch.export`` cannot capture)."""
+
+    def __init__(self, loc: torch.Tensor, scale: torch.Tensor, key: str) -> None:
+        super().__init__(in_keys=[key], out_keys=[key])
+        self.register_buffer("loc", loc)
+        self.register_buffer("scale", scale)
+
+    def _apply_transform(self, observation: torch.Tensor) -> torch.Tensor:
+        return (observation - self.loc) / self.scale
 
 
 def observation_pipeline(trained: Trained, env: EnvBase) -> list[Transform]:
     """The env transforms that turn a raw observation into the policy's input (e.g.
     ``env.obs_mask``'s ``ObservationMask``): those before the policy's own transforms (primers,
-    ``InitTracker``) that write a key the actor reads. Cloned, to run outside the env."""
+    ``InitTracker``) that write a key the actor reads. Cloned, to run outside the env; the
+    normalisation by running statistics (``env.normalize_observations``) becomes
+    :class:`FrozenObservationNorm` of the checkpoint's statistics."""
+    from rlrun.envs import SharedObservationNorm
+
     own = len(trained.ac.env_transforms())
     transforms = list(env.transform)[: len(env.transform) - own]
     reads = set(trained.ac.actor.in_keys)
-    return [t.clone() for t in transforms if reads & set(t.out_keys)]
+    pipeline = []
+    for transform in (t for t in transforms if reads & set(t.out_keys)):
+        if isinstance(transform, SharedObservationNorm):
+            (key,) = transform.in_keys
+            stats = trained.observation_stats
+            loc, scale = stats.loc.get(key).clone(), stats.scale.get(key).clone()
+            transform = FrozenObservationNorm(loc, scale, key)
+        pipeline.append(transform.clone())
+    return pipeline
+
+
+class EnvStep(TensorDictModuleBase):
+    """An env transform as a TensorDict module doing what it does to each step's observation
+    (``_call``; ``Transform.forward`` is the replay-buffer path, which not every transform has,
+    e.g. ``rlrun.envs.SharedObservationNorm``)."""
+
+    def __init__(self, transform: Transform) -> None:
+        super().__init__()
+        self.transform = transform
+        self.in_keys = list(transform.in_keys)
+        self.out_keys = list(transform.out_keys)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return self.transform._call(tensordict)
 
 
 def key_name(key: str | tuple[str, ...]) -> str:
@@ -294,11 +361,12 @@ class TensorPolicy(nn.Module):
         finally:
             env.close()
         actor = trained.ac.rollout_policy("eval")
-        module = TensorDictSequential(*pipeline, actor)
+        steps = [EnvStep(t) for t in pipeline]
+        module = TensorDictSequential(*steps, actor)
         state = [k for k in module.in_keys if ("next", k) in module.out_keys]
         self.in_keys = ["observation", *state, *(k for k in module.in_keys if k == "is_init")]
         self.out_keys = ["action", *(("next", k) for k in state)]
-        self.module = TensorDictSequential(*pipeline, actor, selected_out_keys=self.out_keys)
+        self.module = TensorDictSequential(*steps, actor, selected_out_keys=self.out_keys)
         self.module.to(trained.device)
         self.pipeline = pipeline  # the env's observation transforms, built in
         self.input_names = [key_name(k) for k in self.in_keys]

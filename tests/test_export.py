@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, run_dirs, run_rlrun
+from conftest import TINY, run_dirs, run_rlrun, summary
 
 pytestmark = pytest.mark.xdist_group("export")  # the module's runs are trained once
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +27,13 @@ RUNS = {
         "trainer.progress_bar=false",
     ],
     "lstm": ["+experiment=ppo_lstm", *TINY],  # masked CartPole: env.obs_mask built in
+    "norm": [
+        "+experiment=ppo",
+        *TINY,
+        "env.normalize_observations=true",
+        "eval=default",
+        "eval.every_frames=1024",
+    ],  # running observation statistics, built in
     "branching": ["+experiment=ppo", *TINY, "policy._target_=export_policies.build_branching"],
 }
 
@@ -56,8 +63,10 @@ def runner(path: Path):
     return lambda *xs: list(out) if isinstance(out := module(*xs), tuple) else [out]
 
 
-@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
-@pytest.mark.parametrize("name", ["ppo", "sac", "lstm"])
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [(n, f) for n in ("ppo", "sac", "lstm") for f in ("onnx", "torchscript")] + [("norm", "onnx")],
+)
 def test_export_gives_the_in_process_actions(runs, name: str, fmt: str) -> None:
     import rlrun
 
@@ -93,6 +102,9 @@ def test_export_gives_the_in_process_actions(runs, name: str, fmt: str) -> None:
         ]
         assert specs["recurrent"]["state"] == ["actor_h", "actor_c"]
         assert specs["batch"] == (1 if fmt == "torchscript" else "any")
+    if name == "norm":
+        (norm,) = specs["observation"]["built_in_transforms"]
+        assert norm["class"] == "FrozenObservationNorm" and len(norm["loc"]) == 4
     if name == "sac":
         assert specs["action"] == {"shape": [1], "encoding": "continuous", "low": -2.0, "high": 2.0}
 
@@ -123,3 +135,13 @@ def test_bad_export_input_is_one_line_and_writes_nothing(runs, args, message: st
     assert proc.stderr.startswith("rlrun: error: ") and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_normalised_observations_evaluate_with_the_checkpoints_statistics(runs) -> None:
+    """``env.normalize_observations``: the running statistics come from the checkpoint, so the
+    evaluation reproduces the in-run one."""
+    run = runs["norm"]
+    run_rlrun("eval", str(run), "episodes=5", cwd=run)
+    (folder,) = (run / "eval").iterdir()
+    result = json.loads((folder / "eval.json").read_text())
+    assert result["return_mean"] == pytest.approx(summary(run)["eval_return_last"], abs=1e-4)
