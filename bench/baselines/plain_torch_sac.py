@@ -1,0 +1,118 @@
+"""A lean PyTorch SAC of the shape ``rlrun +experiment=sac_mujoco`` trains, for speed only.
+
+One gymnasium env, a numpy replay buffer, 256x256 ReLU actor (TanhNormal, state-dependent std)
+and twin Q, a learned temperature, one gradient step on critics, actor and temperature per
+collected frame with batches of 256, after ``--random`` random frames: CleanRL's
+sac_continuous_action.py without its actor delay, as rlrun runs it. Prints one JSON line.
+
+Usage: python bench/baselines/plain_torch_sac.py --env HalfCheetah-v5 --frames 4000 --random 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def mlp(inp: int, out: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Linear(inp, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, out)
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--env", default="HalfCheetah-v5")
+    parser.add_argument("--frames", type=int, default=4000)
+    parser.add_argument("--random", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    env = gym.make(args.env)
+    obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
+    scale = torch.as_tensor((env.action_space.high - env.action_space.low) / 2, dtype=torch.float32)
+    bias = torch.as_tensor((env.action_space.high + env.action_space.low) / 2, dtype=torch.float32)
+    actor, q1, q2 = mlp(obs_dim, 2 * act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
+    q1_t, q2_t = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
+    q1_t.load_state_dict(q1.state_dict()), q2_t.load_state_dict(q2.state_dict())
+    log_alpha = torch.zeros(1, requires_grad=True)
+    params = [*actor.parameters(), *q1.parameters(), *q2.parameters(), log_alpha]
+    optimizer = torch.optim.Adam(params, lr=3e-4)
+    target_entropy = -float(act_dim)
+    size = args.frames
+    buf_o = np.zeros((size, obs_dim), np.float32)
+    buf_a = np.zeros((size, act_dim), np.float32)
+    buf_r = np.zeros((size, 1), np.float32)
+    buf_o2 = np.zeros((size, obs_dim), np.float32)
+    buf_d = np.zeros((size, 1), np.float32)
+
+    def act(o: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = actor(o).chunk(2, -1)
+        std = F.softplus(log_std) + 1e-4
+        normal = torch.distributions.Normal(mean, std)
+        u = normal.rsample()
+        y = torch.tanh(u)
+        log_prob = (normal.log_prob(u) - torch.log(scale * (1 - y.pow(2)) + 1e-6)).sum(-1, True)
+        return y * scale + bias, log_prob
+
+    obs, _ = env.reset(seed=args.seed)
+    updates, start, learn_start = 0, time.perf_counter(), None
+    for t in range(args.frames):
+        if t < args.random:
+            action = env.action_space.sample()
+        else:
+            with torch.no_grad():
+                action = act(torch.as_tensor(obs, dtype=torch.float32)[None])[0][0].numpy()
+        obs2, reward, terminated, truncated, _ = env.step(action)
+        buf_o[t], buf_a[t], buf_r[t], buf_o2[t], buf_d[t] = obs, action, reward, obs2, terminated
+        obs = env.reset()[0] if terminated or truncated else obs2
+        if t + 1 < args.random:
+            continue
+        learn_start = learn_start or time.perf_counter()
+        idx = np.random.randint(0, t + 1, 256)
+        o, a, r, o2, d = (torch.as_tensor(b[idx]) for b in (buf_o, buf_a, buf_r, buf_o2, buf_d))
+        alpha = log_alpha.exp()
+        with torch.no_grad():
+            a2, logp2 = act(o2)
+            oa2 = torch.cat([o2, a2], -1)
+            target = r + 0.99 * (1 - d) * (torch.min(q1_t(oa2), q2_t(oa2)) - alpha * logp2)
+        oa = torch.cat([o, a], -1)
+        loss_q = F.mse_loss(q1(oa), target) + F.mse_loss(q2(oa), target)
+        a_new, logp = act(o)
+        oan = torch.cat([o, a_new], -1)
+        for p in [*q1.parameters(), *q2.parameters()]:
+            p.requires_grad_(False)
+        loss_pi = (alpha.detach() * logp - torch.min(q1(oan), q2(oan))).mean()
+        for p in [*q1.parameters(), *q2.parameters()]:
+            p.requires_grad_(True)
+        loss_alpha = -(log_alpha * (logp.detach() + target_entropy)).mean()
+        optimizer.zero_grad()
+        (loss_q + loss_pi + loss_alpha).backward()
+        optimizer.step()
+        with torch.no_grad():
+            for net, tgt in ((q1, q1_t), (q2, q2_t)):
+                for p, pt in zip(net.parameters(), tgt.parameters(), strict=True):
+                    pt.lerp_(p, 0.005)
+        updates += 1
+    end = time.perf_counter()
+    print(
+        json.dumps(
+            {
+                "frames": args.frames,
+                "fps": args.frames / (end - start),
+                "updates_per_s": updates / (end - learn_start),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
