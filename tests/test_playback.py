@@ -119,6 +119,8 @@ def test_python_m_rlrun_is_the_console_script(tmp_path: Path) -> None:
     lines = proc.stdout.strip().splitlines()
     assert [line.split(":")[1].strip() for line in lines] == ["0", "1"]
     assert all((job / "eval").is_dir() for job in jobs)
+    one_job = run_rlrun("eval", str(jobs[1]), "episodes=2", cwd=tmp_path).stdout
+    assert len(one_job.strip().splitlines()) == 2 and "over 2 episodes" in one_job
 
 
 @pytest.mark.parametrize(
