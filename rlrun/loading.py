@@ -6,8 +6,9 @@ rebuilds env and policy through the functions training used (``rlrun.envs.make_e
 ``rlrun.policies.build_policy``, ``rlrun.run.eval_env_factory``), so the policy is the one
 that was trained. Its weights come from a checkpoint verified the way ``resume=`` verifies one
 (``find_checkpoint``: SHA-256 checksums) and are read with TorchRL's own ``Checkpoint.load``,
-restoring only the ``policy`` component (tensors and JSON, never pickled code). The device is
-decided by ``rlrun/devices.py``, so a run trained with ``device=cuda`` loads with ``device=cpu``.
+restoring only the ``policy`` component and the training env's state (observation statistics)
+from the ``collector`` component (tensors and JSON, never pickled code). The device is decided
+by ``rlrun/devices.py``, so a run trained with ``device=cuda`` loads with ``device=cpu``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import difflib
 import pickle
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,7 +168,7 @@ def choose_checkpoint(run_dir: Path, backend: str, name: str | None) -> Path:
             f"checkpoint={name}: no such checkpoint in {run_dir}; this run has: "
             f"{', '.join(saved) or 'none'}."
         )
-    found = find_checkpoint(path, backend, key="checkpoint" if name else str(run_dir))
+    found = find_checkpoint(path, backend, key="checkpoint")
     if found is None:
         raise ConfigError(
             f"{run_dir}: no checkpoint in {CHECKPOINT_DIR}/ (the run stopped before it saved "
@@ -226,11 +228,11 @@ def load_weights(
 
 def frames_of(checkpoint: Path) -> int | None:
     """The frames a checkpoint was saved at (its manifest, or its folder name)."""
-    from torchrl.checkpoint import Checkpoint
+    from torchrl.checkpoint import Checkpoint, CheckpointError
 
     try:
         frames = Checkpoint.manifest(checkpoint).get("metadata", {}).get("collected_frames")
-    except Exception:  # a torchsnapshot folder has no TorchRL manifest
+    except (OSError, CheckpointError):  # a torchsnapshot folder has no TorchRL manifest
         frames = None
     digits = re.search(r"(\d+)$", checkpoint.name)
     if frames is None and digits is not None:
@@ -262,15 +264,39 @@ def load_trained(
     """Rebuild ``run_dir``'s env and policy (``overrides`` on its saved config) and load the
     weights of ``checkpoint`` (default: the newest intact one) on ``device`` (default: the
     run's own)."""
-    from rlrun.devices import on_device, placement
-    from rlrun.envs import make_env
-    from rlrun.policies import build_policy
-    from rlrun.run import eval_env_factory, quiet_torchrl
-    from rlrun.validation import check_env
+    from rlrun.run import quiet_torchrl
 
     quiet_torchrl()
     warnings.filterwarnings("ignore", message="Support of VecNormV2 for containers")  # batched envs
     cfg = run_config(run_dir, overrides, device)
+    with keys_of_newer_rlrun(run_dir):
+        return rebuild(run_dir, cfg, checkpoint)
+
+
+@contextmanager
+def keys_of_newer_rlrun(run_dir: Path) -> Iterator[None]:
+    """A run saved by an older rlrun lacks the keys added since: name the one that is missing
+    and how to give it, instead of a traceback."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    try:
+        yield
+    except (ConfigAttributeError, ConfigKeyError) as err:
+        key = getattr(err, "full_key", None) or str(err).splitlines()[0]
+        raise ConfigError(
+            f"{run_dir}: its saved config has no {key} (saved by an older rlrun); give it on the "
+            f"command line: +{key}=<value> (its default is in rlrun/conf/)."
+        ) from None
+
+
+def rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
+    """:func:`load_trained` once the config is final."""
+    from rlrun.devices import on_device, placement
+    from rlrun.envs import make_env
+    from rlrun.policies import build_policy
+    from rlrun.run import eval_env_factory
+    from rlrun.validation import check_env
+
     where = placement(cfg)  # the one device rule (rlrun/devices.py)
     check_env(cfg)  # the env exists and fits the algorithm; eval.video against its render modes
     path = choose_checkpoint(run_dir, cfg.checkpoint.backend, checkpoint)
@@ -327,9 +353,9 @@ def observation_pipeline(trained: Trained, env: EnvBase) -> list[Transform]:
 
 
 class EnvStep(TensorDictModuleBase):
-    """An env transform as a TensorDict module doing what it does to each step's observation
-    (``_call``; ``Transform.forward`` is the replay-buffer path, which not every transform has,
-    e.g. ``rlrun.envs.SharedObservationNorm``)."""
+    """An env transform as a TensorDict module doing what it does to each step's observation in
+    the env (``_call``); ``Transform.forward`` is TorchRL's replay-buffer path, which a transform
+    of one's own may leave out or make different."""
 
     def __init__(self, transform: Transform) -> None:
         super().__init__()

@@ -119,7 +119,8 @@ def describe(result: dict) -> str:
     return (
         f"return {result['return_mean']:.4g} ± {result['return_std']:.3g} "
         f"(min {result['return_min']:.4g}, max {result['return_max']:.4g}), "
-        f"length {result['length_mean']:.4g} over {result['episodes']} episodes"
+        f"length {result['length_mean']:.4g} over {result['episodes']} episode"
+        + ("s" if result["episodes"] != 1 else "")
     )
 
 

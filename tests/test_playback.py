@@ -134,6 +134,7 @@ def test_python_m_rlrun_is_the_console_script(tmp_path: Path) -> None:
         (["eval", "{bare}"], "no checkpoint in checkpoints/"),
         (["eval", "{damaged}"], "no intact checkpoint: checkpoint-000000001024: "),
         (["eval", "{damaged}", "checkpoint=step_1024"], "damaged checkpoint"),
+        (["eval", "{old}"], "no env.normalize_observations (saved by an older rlrun); give it"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(
@@ -141,13 +142,16 @@ def test_bad_input_is_one_line_and_writes_nothing(
 ) -> None:
     import shutil
 
-    bare, damaged = tmp_path / "bare", tmp_path / "damaged"
+    bare, damaged, old = tmp_path / "bare", tmp_path / "damaged", tmp_path / "old"
     shutil.copytree(ppo_run, bare, ignore=shutil.ignore_patterns("eval", "checkpoints"))
     shutil.copytree(ppo_run, damaged, ignore=shutil.ignore_patterns("eval"))
     weights = damaged / "checkpoints" / "checkpoint-000000001024" / "components" / "0004-policy"
     first = sorted((weights / "state").glob("*.memmap"))[0]
     first.write_bytes(first.read_bytes()[:-4])  # truncated
-    folders = {"tmp": tmp_path, "run": ppo_run, "bare": bare, "damaged": damaged}
+    shutil.copytree(ppo_run, old, ignore=shutil.ignore_patterns("eval"))
+    config = old / ".hydra" / "config.yaml"  # as a run saved before that key existed
+    config.write_text(config.read_text().replace("  normalize_observations: false\n", ""))
+    folders = {"tmp": tmp_path, "run": ppo_run, "bare": bare, "damaged": damaged, "old": old}
     before = {name: files_of(path) for name, path in folders.items()}
     proc = run_rlrun(*(a.format(**folders) for a in args), cwd=tmp_path, check=False)
     assert proc.returncode == 2, proc.stderr
@@ -155,4 +159,4 @@ def test_bad_input_is_one_line_and_writes_nothing(
     assert "Traceback" not in proc.stderr
     assert len([line for line in proc.stderr.splitlines() if line.startswith("rlrun")]) == 1
     assert {name: files_of(path) for name, path in folders.items()} == before
-    assert not any((path / "eval").exists() for path in (bare, damaged))
+    assert not any((path / "eval").exists() for path in (bare, damaged, old))
