@@ -135,7 +135,10 @@ def max_differences(got: Sequence[torch.Tensor], expected: Sequence[torch.Tensor
     diffs = {}
     for name, a, b in zip(names, got, expected, strict=True):
         if a.shape != b.shape:
-            raise RunError(f"exported output {name} has shape {list(a.shape)}, not {list(b.shape)}")
+            raise RunError(
+                f"the exported file's {name} has shape {list(a.shape)}, the in-process policy's "
+                f"{list(b.shape)}; nothing was written."
+            )
         if b.is_floating_point():
             bad = (a - b).abs() > ATOL + RTOL * b.abs()
         else:
