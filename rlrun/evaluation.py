@@ -12,6 +12,7 @@ TensorBoard, W&B and MLflow show it; ``rlrun/loggers.py``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from torchrl.trainers import Trainer, TrainerHookBase
 
 from rlrun.checkpoints import save_best
 from rlrun.videos import FPS, quiet_sdl, write_mp4
+
+log = logging.getLogger(__name__)
 
 
 @torch.no_grad()
@@ -68,6 +71,7 @@ class Evaluator(TrainerHookBase):
         self.trainer: Trainer | None = None
         self.last_eval = 0
         self.best: float | None = None
+        self.can_render = True
 
     @torch.no_grad()
     def episode(self, env: EnvBase) -> TensorDictBase:
@@ -96,8 +100,21 @@ class Evaluator(TrainerHookBase):
         return pixels.reshape(-1, *pixels.shape[-3:])
 
     def record_video(self, frames: int) -> None:
-        """One rendered episode: an mp4 in the run folder and ``eval/video`` for the loggers."""
-        pixels = self.render_episode()
+        """One rendered episode: an mp4 in the run folder and ``eval/video`` for the loggers.
+        Where the env cannot render (e.g. MuJoCo without an OpenGL backend), say so once and
+        go on without videos."""
+        try:
+            pixels = self.render_episode()
+        except Exception as err:  # mujoco.FatalError, OpenGL's errors, a gymnasium error...
+            why = (str(err).strip().splitlines() or [""])[0]
+            log.warning(
+                "eval.video: this env cannot render here (%s: %s); the run goes on without "
+                "videos (MuJoCo: MUJOCO_GL=egl or osmesa needs that library installed).",
+                type(err).__name__,
+                why,
+            )
+            self.can_render = False
+            return
         write_mp4(pixels.numpy(), self.run_dir / "videos" / f"eval-{frames:012d}.mp4", FPS)
         # loggers take [batch, time, channels, height, width] uint8
         video = pixels.permute(0, 3, 1, 2).unsqueeze(0)
@@ -115,7 +132,7 @@ class Evaluator(TrainerHookBase):
         if self.best is None or result["eval/episode_return"] > self.best:
             self.best = result["eval/episode_return"]
             save_best(self.trainer, self.run_dir, self.best)
-        if self.cfg.video:
+        if self.cfg.video and self.can_render:
             self.record_video(frames)
 
     def close(self) -> None:
