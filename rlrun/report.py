@@ -71,8 +71,10 @@ def read_curve(run_dir: Path, metric: str) -> np.ndarray | None:
 def read_job(run_dir: Path, metric: str) -> Job:
     overrides_file = run_dir / ".hydra" / "overrides.yaml"
     overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.is_file() else []
+    # ``resume=`` says how a job was continued (a resumed sweep adds it), not what it trained
+    overrides = [str(o) for o in overrides or [] if not str(o).startswith("resume=")]
     summary = json.loads((run_dir / "summary.json").read_text())
-    return Job(run_dir, [str(o) for o in overrides or []], summary, read_curve(run_dir, metric))
+    return Job(run_dir, overrides, summary, read_curve(run_dir, metric))
 
 
 def find_jobs(folder: Path, metric: str) -> list[Job]:

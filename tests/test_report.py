@@ -79,3 +79,22 @@ def test_report_of_a_folder_without_runs(tmp_path: Path) -> None:
     proc = run_rlrun("report", str(tmp_path), cwd=tmp_path, check=False)
     assert proc.returncode == 2
     assert "no run folder" in proc.stderr
+
+
+def test_a_resumed_job_keeps_its_setting(sweep: Path, tmp_path: Path) -> None:
+    """``resume=<job>`` (added by ``rlrun resume=<sweep>``) is not part of a job's setting."""
+    import shutil
+
+    import yaml
+
+    from rlrun.report import group_by_setting, read_job
+
+    resumed = tmp_path / "1"
+    shutil.copytree(sweep / "1", resumed)
+    overrides = resumed / ".hydra" / "overrides.yaml"
+    saved = yaml.safe_load(overrides.read_text())
+    overrides.write_text(yaml.safe_dump([*saved, f"resume={sweep / '1'}"]))
+    jobs = [read_job(sweep / "0", "episode_return"), read_job(resumed, "episode_return")]
+    assert jobs[1].overrides == saved
+    (setting,) = group_by_setting(jobs)  # jobs 0 and 1 differ by their seed only
+    assert len(setting.jobs) == 2
