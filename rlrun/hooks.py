@@ -308,9 +308,11 @@ def _user_hook(entry: HookEntry) -> Any:
     try:
         return instantiate(entry.options, _convert_="all")
     except InstantiationException as err:
+        cause = err.__cause__  # what the class itself raised, when it got that far
+        why = f"{type(cause).__name__}: {cause}" if cause else str(err).splitlines()[0]
         raise ConfigError(
             f"hooks.{entry.name}._target_={entry.options['_target_']} could not be built: "
-            f"{str(err).splitlines()[0].split(', set env var')[0]}"
+            f"{why.split(', set env var')[0]}"
         ) from None
 
 

@@ -30,7 +30,7 @@ import signal
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import torch
@@ -155,8 +155,13 @@ def quiet_torchrl() -> None:
         warnings.filterwarnings("ignore", message=message)
 
 
-def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Trainer:
-    """The recipe: every piece built from its config group, then hooked into a TorchRL Trainer."""
+def build_trainer(
+    cfg: DictConfig, run_dir: Path, stats: EpisodeStats, started: ExitStack | None = None
+) -> Trainer:
+    """The recipe: every piece built from its config group, then hooked into a TorchRL Trainer.
+    What runs on its own once built (collector workers, loggers: a W&B or MLflow run) goes on
+    ``started``, for the caller to stop if a later step fails."""
+    started = started if started is not None else ExitStack()
     where = placement(cfg)  # every device of the run, decided once (rlrun/devices.py)
     hooks = parse_hooks(cfg.hooks)  # checked before anything heavy is built
     torch.set_num_threads(cfg.trainer.num_threads or 1)
@@ -185,6 +190,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         traj_ids_read=cfg.replay_buffer.sampler == "slice",  # algo's or hooks=[replay_buffer]
         exploration=algo.exploration,
     )
+    started.callback(collector.shutdown)
     replay_buffer = None
     if algo.off_policy:
         replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, where)
@@ -199,6 +205,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, stats: EpisodeStats) -> Traine
         cudagraphs=cudagraphs,
     )
     logger = make_logger(cfg.logger, run_dir, exp_name=run_dir.name)
+    started.callback(logger.close)
     logger.log_hparams(cfg)
 
     trainer = Trainer(
@@ -316,9 +323,10 @@ def run_job(cfg: DictConfig) -> float | None:
     saver: SnapshotSaver | None = None
     status, error = "failed", None
     signals: list[str] = []  # the stop signals seen; after submitit's preemption one, requeued
+    started = ExitStack()  # collector and loggers, stopped however the job ends
     try:
         validate(cfg)  # again, for the jobs an Optuna search composes (the CLI checked the rest)
-        trainer = build_trainer(cfg, run_dir, stats)
+        trainer = build_trainer(cfg, run_dir, stats, started)
         if cfg.checkpoint.backend == "torchsnapshot":
             saver = SnapshotSaver(cfg, run_dir)
             saver.register(trainer)
@@ -339,9 +347,7 @@ def run_job(cfg: DictConfig) -> float | None:
             status = "pruned"
         raise
     finally:
-        if trainer is not None:
-            trainer.collector.shutdown()
-            trainer.logger.close()
+        started.close()  # loggers closed (a W&B or MLflow run ended), collector shut down
         extra = {"error": error} if error else {}
         frames = trainer.collected_frames if trainer is not None else 0
         write_summary(run_dir, stats, frames, status, **extra)

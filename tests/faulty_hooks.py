@@ -21,3 +21,15 @@ class ZeroStdAdvantages:
         centred = advantage - advantage.mean()
         batch.set("advantage", centred / centred.std())
         return batch
+
+
+class FailsToBuild:
+    """A user hook whose constructor raises (``fail``): the run fails after its loggers
+    started. Otherwise it does nothing at its hook point."""
+
+    def __init__(self, fail: bool = True) -> None:
+        if fail:
+            raise RuntimeError("this hook is broken")
+
+    def __call__(self, *args: object) -> None:
+        pass

@@ -230,3 +230,21 @@ def test_bad_wandb_mode_is_a_config_error(workdir: Path) -> None:
     )
     assert proc.returncode == 2
     assert "logger.mode=onlin is not valid" in proc.stderr and "online" in proc.stderr
+
+
+def test_a_job_that_fails_while_being_built_ends_its_logger_runs(workdir: Path) -> None:
+    """In a sweep in one process, job 0's user hook fails after its loggers started: its
+    MLflow run is ended, so job 1 starts its own and completes."""
+    proc = run_rlrun(
+        "-m", "+experiment=ppo", *TINY, "logger=[csv,mlflow]",
+        "+hooks.broken._target_=faulty_hooks.FailsToBuild", "+hooks.broken.at=post_steps",
+        "+hooks.broken.fail=true,false",
+        cwd=workdir, check=False, env={"PYTHONPATH": str(Path(__file__).parent)},
+    )  # fmt: skip
+    assert "this hook is broken" in proc.stderr
+    failed, completed = run_dirs(workdir)
+    assert summary(failed)["status"] == "failed"
+    assert summary(completed)["status"] == "completed"
+    for job in (failed, completed):
+        _, run = mlflow_run(f"sqlite:///{job / 'mlflow' / 'mlflow.db'}")
+        assert run.info.status != "RUNNING"
