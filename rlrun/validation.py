@@ -63,9 +63,8 @@ def _ranged_fields(node: DictConfig, prefix: str) -> Iterator[tuple[str, Any, Ra
         return  # a user's own option file without the schema
     for f in dataclasses.fields(schema):
         value = node.get(f.name)
-        if dataclasses.is_dataclass(f.type) or isinstance(value, DictConfig):
-            if isinstance(value, DictConfig):
-                yield from _ranged_fields(value, f"{prefix}{f.name}.")
+        if isinstance(value, DictConfig):  # a group's node (a plain mapping yields nothing)
+            yield from _ranged_fields(value, f"{prefix}{f.name}.")
         elif "range" in f.metadata and isinstance(value, int | float):
             yield f"{prefix}{f.name}", value, f.metadata["range"]
 
