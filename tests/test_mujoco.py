@@ -206,3 +206,31 @@ def test_td3_learns_pendulum(workdir: Path) -> None:
     )  # fmt: skip
     (run_dir,) = run_dirs(workdir)
     assert summary(run_dir)["eval_return_last"] > -600
+
+
+@pytest.mark.xdist_group("hooks")
+def test_observation_statistics_survive_sigterm_and_resume(workdir: Path) -> None:
+    """Stopped by SIGTERM, resumed: the statistics go on from the stopped run's (their update
+    count keeps growing from its value), and ``rlrun.load`` reads them from the checkpoint."""
+    from test_checkpoints import stop_with_sigterm
+
+    from rlrun.loading import load_trained
+
+    total = 2048
+    ppo = ["+experiment=ppo_mujoco", "env=inverted_pendulum", "collector.frames_per_batch=256",
+           "algo.epochs=1", f"trainer.total_frames={total}", "checkpoint.every_frames=256",
+           "checkpoint.keep=20", "trainer.progress_bar=false"]  # fmt: skip
+    run_dir = stop_with_sigterm(workdir, *ppo)
+    stopped = summary(run_dir)["frames"]
+    assert summary(run_dir)["status"] == "interrupted" and stopped < total
+
+    def updates(checkpoint: str | None) -> int:
+        trained = load_trained(run_dir, checkpoint=checkpoint)
+        return int(trained.observation_stats._count["observation"])
+
+    at_stop = updates(f"step_{stopped}")
+    assert at_stop >= stopped  # one update per step (and per reset)
+    run_rlrun(f"resume={run_dir}", cwd=workdir)
+    assert summary(run_dir)["status"] == "completed"
+    # one batch later: restarted statistics would hold about 256 + 44 resets < at_stop + 256
+    assert updates(f"step_{stopped + 256}") >= at_stop + 256
