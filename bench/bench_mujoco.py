@@ -95,7 +95,7 @@ def main() -> None:
     ]
     for name, r in results.get("learning", {}).items():
         table.append(
-            f"\nLearning, {args.learn_frames} frames, {name}: eval return {r['eval_return']}"
+            f"\nLearning, {args.learn_frames} frames, {name}: eval return {r['eval_return']:.1f}"
         )
     (RESULTS / "mujoco.md").write_text("\n".join(table) + "\n")
     print(json.dumps(results))
