@@ -29,9 +29,9 @@ def _choices(name: str, *values: str) -> type[StrEnum]:
     return StrEnum(name, list(values), module=__name__)
 
 
-EnvBackend = _choices("EnvBackend", "gym_vector", "gym")
+EnvBackend = _choices("EnvBackend", "gym_vector", "gym", "envpool")
 StartMethod = _choices("StartMethod", "fork", "spawn", "forkserver")
-PolicyKind = _choices("PolicyKind", "mlp", "lstm", "gru")
+PolicyKind = _choices("PolicyKind", "mlp", "lstm", "gru", "cnn")
 Activation = _choices("Activation", "tanh", "relu", "elu", "gelu")
 RegressionLoss = _choices("RegressionLoss", "l2", "smooth_l1", "l1")
 TargetUpdate = _choices("TargetUpdate", "hard", "soft")
@@ -75,17 +75,33 @@ PROBABILITY = {"low": 0, "high": 1}  # [0, 1]
 
 
 @dataclass
+class AtariConfig:
+    """Atari preprocessing (``env.atari``; read by ``rlrun/atari.py`` and, for
+    ``env.backend=envpool``, ``rlrun/envpool_env.py``)."""
+
+    noop_max: int = ranged(0)
+    frame_skip: int = ranged(1)
+    screen_size: int = ranged(1)
+    frame_stack: int = ranged(1)
+    repeat_action_probability: float = ranged(**PROBABILITY)
+    episodic_life: bool = MISSING
+    clip_rewards: bool = MISSING
+
+
+@dataclass
 class EnvConfig:
     """An environment: any gymnasium id, wrapped by TorchRL (read by ``rlrun/envs.py``)."""
 
     id: str = MISSING
     backend: EnvBackend = MISSING
     num_envs: int = ranged(1)
+    num_threads: int | None = ranged(1)
     parallel: bool = MISSING
     mp_start_method: StartMethod | None = MISSING
     max_episode_steps: int | None = ranged(1)
     obs_mask: list[int] | None = MISSING
     normalize_observations: bool = MISSING
+    atari: AtariConfig | None = MISSING
     transforms: list[Any] = MISSING
     kwargs: dict[str, Any] = MISSING
 

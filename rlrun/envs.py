@@ -35,6 +35,7 @@ from torchrl.envs import (
 )
 from torchrl.envs.transforms import VecNormV2
 
+from rlrun import atari
 from rlrun.errors import ConfigError
 
 # MuJoCo renders (eval.video) through EGL, which needs no display; MUJOCO_GL set by the user wins.
@@ -67,6 +68,8 @@ class ObservationMask(ObservationTransform):
 
 def check_env_id(env_id: str) -> None:
     """Fail with the nearest registered ids when gymnasium does not know ``env_id``."""
+    if env_id.startswith("ALE/"):
+        atari.register_ale()
     if env_id in gymnasium.envs.registry:
         return
     near = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=3, cutoff=0.5)
@@ -74,18 +77,36 @@ def check_env_id(env_id: str) -> None:
     raise ConfigError(f"env.id={env_id} is not a registered gymnasium env.{hint}")
 
 
-def _single_gym_env(env_id: str, kwargs: dict) -> EnvBase:
+def _single_gym_env(env_id: str, kwargs: dict, atari_cfg: DictConfig | None = None) -> EnvBase:
     # No device: gymnasium's arrays become CPU tensors anyway, and with ``device="cpu"`` TorchRL
     # walks every step's and reset's tensordict through ``.to("cpu")`` (about 0.25 ms per step
     # at 8 envs). The collector moves data to the policy's device (rlrun/devices.py).
-    return GymEnv(env_id, **kwargs)
+    if atari_cfg is None:
+        return GymEnv(env_id, **kwargs)
+    kwargs = dict(kwargs)
+    pixels = kwargs.pop("from_pixels", False)  # eval.video: the game screen, beside the stack
+    kwargs.pop("pixels_only", None)
+    max_steps = kwargs.pop("max_episode_steps", None)
+    env = gymnasium.make(
+        env_id,
+        render_mode="rgb_array" if pixels else None,
+        **atari.make_kwargs(atari_cfg),
+        **kwargs,
+    )
+    for wrap in atari.wrappers(atari_cfg, max_steps):
+        env = wrap(env)
+    return atari.read_lives(GymWrapper(env, from_pixels=pixels, pixels_only=False))
 
 
 def _base_env(cfg: DictConfig, num_envs: int, start_method: str) -> EnvBase:
+    if cfg.backend == "envpool":
+        from rlrun.envpool_env import make_envpool_env
+
+        return make_envpool_env(cfg, num_envs)
     kwargs = OmegaConf.to_container(cfg.kwargs, resolve=True) or {}
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
-    make_one = functools.partial(_single_gym_env, cfg.id, kwargs)
+    make_one = functools.partial(_single_gym_env, cfg.id, kwargs, cfg.atari)
     if cfg.parallel:
         return ParallelEnv(num_envs, make_one, mp_start_method=start_method)
     if cfg.backend == "gym_vector":
@@ -93,14 +114,19 @@ def _base_env(cfg: DictConfig, num_envs: int, start_method: str) -> EnvBase:
         # true last observation comes straight from ``step``. With gymnasium's autoreset,
         # GymWrapper parses ``info["final_obs"]`` env by env on every step, which made the
         # step 1.6x slower at 128 envs.
+        wrappers = None
+        if cfg.atari is not None:  # preprocessing per sub-env; time limit in agent steps
+            wrappers = atari.wrappers(cfg.atari, kwargs.pop("max_episode_steps", None))
+            kwargs.update(atari.make_kwargs(cfg.atari))
         vec = gymnasium.make_vec(
             cfg.id,
             num_envs=num_envs,
             vectorization_mode="sync",
             vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.DISABLED},
+            wrappers=wrappers,
             **kwargs,
         )
-        return GymWrapper(vec)
+        return GymWrapper(vec) if cfg.atari is None else atari.read_lives(GymWrapper(vec))
     return make_one() if num_envs == 1 else SerialEnv(num_envs, make_one)
 
 
@@ -139,10 +165,12 @@ def make_env(
     seed: int | None = None,
     start_method: str = "fork",
     observation_stats: VecNormV2 | None = None,
+    training: bool = True,
 ) -> TransformedEnv:
     """Build the (batched) env on the CPU: gymnasium env(s) + step counter, episode return and
     transforms. ``start_method``: ParallelEnv workers' (``Placement.env_start_method``);
-    ``observation_stats``: normalise with the training env's statistics (evaluation)."""
+    ``observation_stats``: normalise with the training env's statistics (evaluation);
+    ``training``: false for an evaluation env (Atari: no episodic life, no reward clipping)."""
     check_env_id(cfg.id)
     env = _base_env(cfg, num_envs or cfg.num_envs, start_method)
     transforms = [StepCounter(), RewardSum()]
@@ -152,6 +180,8 @@ def make_env(
         transforms.append(ObservationMask(cfg.obs_mask))
     if cfg.normalize_observations:
         transforms.append(observation_norm(observation_stats))
+    if cfg.atari is not None and training:
+        transforms += atari.training_transforms(cfg.atari)
     transforms += [instantiate(t) for t in cfg.transforms]
     env = TransformedEnv(env, Compose(*transforms))
     if seed is not None:

@@ -1,4 +1,4 @@
-"""Actor and critic from the ``policy`` config group: MLP, LSTM or GRU.
+"""Actor and critic from the ``policy`` config group: MLP, LSTM or GRU (CNN: ``rlrun/cnn.py``).
 
 ``make_actor_critic`` is the default ``policy._target_``. A user's own factory receives the same
 keyword arguments (``observation_spec``, ``action_spec``, ``device`` and every key of its YAML
@@ -122,7 +122,7 @@ def _mlp(in_features: int | None, out: int, sizes: Sequence[int], act: str) -> M
     )
 
 
-def _distribution(action_spec: TensorSpec) -> tuple[type, dict, int]:
+def action_distribution(action_spec: TensorSpec) -> tuple[type, dict, int]:
     """Distribution class, its kwargs and the number of network outputs for an action spec."""
     if isinstance(action_spec, OneHot):
         return OneHotCategorical, {}, action_spec.shape[-1]
@@ -165,8 +165,12 @@ def make_actor_critic(
     """Build a stochastic actor and a state-value critic for the env's specs. Continuous
     actions: a TanhNormal whose std the network outputs per state, or (``state_dependent_std``
     false, as CleanRL's and TorchRL's PPO MuJoCo recipes) one learned log-std per action dim."""
+    if kind == "cnn":
+        raise ConfigError(
+            "policy.kind=cnn is built by rlrun.cnn.make_cnn_actor_critic: use policy=cnn."
+        )
     obs_dim = observation_spec["observation"].shape[-1]
-    dist_cls, dist_kwargs, n_out = _distribution(action_spec)
+    dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
     primers: list[Transform] = []
 
     def trunk(prefix: str, net_out: nn.Module | None, out: int, out_keys: list[str]):
@@ -272,7 +276,7 @@ def make_sac_networks(
 ) -> ActorCritic:
     """SAC's networks: a TanhNormal actor scaled to the action bounds and one Q(s, a) network
     (``algo=sac`` makes the twin copies)."""
-    dist_cls, dist_kwargs, n_out = _distribution(action_spec)
+    dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
     if dist_cls is not TanhNormal:
         raise ConfigError(
             "policy._target_=rlrun.policies.make_sac_networks needs a continuous action space; "

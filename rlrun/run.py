@@ -43,6 +43,7 @@ from torchrl.envs.transforms import VecNormV2
 from torchrl.trainers import Trainer
 
 from rlrun.algorithms import make_algorithm
+from rlrun.atari import END_OF_LIFE
 from rlrun.buffers import make_replay_buffer, make_replay_buffer_hook
 from rlrun.checkpoints import (
     SnapshotSaver,
@@ -174,6 +175,8 @@ def build_trainer(
         env.append_transform(transform)
     fresh = cfg.collector.kind != "async"  # async batches come from the previous weights
     algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch, where.learner, fresh)
+    if cfg.env.atari is not None and cfg.env.atari.episodic_life:  # rlrun/atari.py
+        algo.episodes_end_at(END_OF_LIFE)
     policy = ac.rollout_policy("collect")  # actor (+ recurrent critic) in step mode
     if algo.exploration is not None:  # e.g. DQN's epsilon-greedy, only while collecting
         policy = TensorDictSequential(policy, algo.exploration)
@@ -262,7 +265,9 @@ def eval_env_factory(
             pixel_kwargs = {"from_pixels": True, "pixels_only": False}
             env_cfg = OmegaConf.merge(env_cfg, {"backend": "gym"})
             env_cfg.kwargs = {**env_cfg.kwargs, **pixel_kwargs}
-        env = make_env(env_cfg, num_envs, cfg.seed + 1, observation_stats=observation_stats)
+        env = make_env(
+            env_cfg, num_envs, cfg.seed + 1, observation_stats=observation_stats, training=False
+        )
         for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
             env.append_transform(transform)
         return env

@@ -35,6 +35,9 @@ EXTRAS = {
     "hydra_plugins.hydra_joblib_launcher": "launchers",
     "hydra_plugins.hydra_submitit_launcher": "launchers",
     "hydra_plugins.hydra_optuna_sweeper": "optuna",
+    "ale_py": "atari",
+    "cv2": "atari",
+    "envpool": "envpool",
 }
 SEQUENCE_ALGORITHMS = ("ppo",)  # those that train recurrent policies on whole sequences
 RECURRENT_KINDS = ("lstm", "gru")
@@ -46,6 +49,7 @@ def validate(cfg: DictConfig) -> None:
     check_ranges(cfg)
     check_optional_packages(cfg)
     check_collector(cfg.collector, cfg.env)
+    check_observations(cfg)
     check_replay_buffer(cfg.replay_buffer)
     check_algorithm(cfg)
 
@@ -106,6 +110,12 @@ def check_optional_packages(cfg: DictConfig) -> None:
             _need(name, f"logger={name}")
     if cfg.eval.video:
         _need("moviepy", "eval.video=true")
+    if cfg.env.id.startswith("ALE/"):
+        _need("ale_py", f"env.id={cfg.env.id}")
+    if cfg.env.atari is not None:
+        _need("cv2", "the Atari preprocessing (env.atari)")
+    if cfg.env.backend == "envpool":
+        _need("envpool", "env.backend=envpool")
     hydra = cfg.get("hydra")
     if hydra is not None:
         for group in ("launcher", "sweeper"):
@@ -200,6 +210,31 @@ def check_policy(cfg: DictConfig) -> None:
                 f"policy.recurrent_mode.{phase}=true is not valid: {phase} steps the envs one time "
                 "step at a time (sequence mode would read the env batch as time); set it to false."
             )
+
+
+def check_observations(cfg: DictConfig) -> None:
+    """Atari ids get their preprocessing, image observations a CNN, and a CNN images."""
+    env, kind = cfg.env, cfg.policy.get("kind")
+    if env.id.startswith("ALE/") and env.atari is None:
+        raise ConfigError(
+            f"env.id={env.id} needs the Atari preprocessing: use env=atari env.id={env.id} "
+            "(or env=pong, env=breakout)."
+        )
+    if env.atari is not None and kind in ("mlp", *RECURRENT_KINDS):
+        raise ConfigError(
+            f"env.id={env.id} gives image observations, which policy={kind} cannot read: use "
+            "policy=cnn (or start from +experiment=ppo_atari or +experiment=dqn_atari)."
+        )
+    if kind == "cnn" and env.atari is None:
+        raise ConfigError(
+            f"policy=cnn needs image observations, but env.id={env.id} gives vectors: use "
+            "env=pong, env=breakout or env=atari env.id=ALE/..., or policy=mlp."
+        )
+    if env.backend == "envpool" and env.parallel:
+        raise ConfigError(
+            "env.parallel=true runs gymnasium envs in worker processes; env.backend=envpool "
+            "steps its envs in its own threads (env.num_threads): set env.parallel=false."
+        )
 
 
 def check_replay_buffer(cfg: DictConfig) -> None:

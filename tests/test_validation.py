@@ -64,6 +64,13 @@ CASES = {
         "post_steps",
     ),
     "env package": (["env.id=LunarLander-v3"], "needs a package that is not installed: Box2D"),
+    "pixels for an mlp": (["env=pong"], "gives image observations, which policy=mlp cannot read"),
+    "cnn on vectors": (["policy=cnn"], "policy=cnn needs image observations"),
+    "atari id, no preprocessing": (["env.id=ALE/Pong-v5"], "needs the Atari preprocessing"),
+    "envpool in processes": (
+        ["+experiment=ppo_atari", "env.backend=envpool", "env.parallel=true"],
+        "set env.parallel=false",
+    ),
     "device": (["device=gpu"], "device=gpu is not valid; use cpu, cuda, cuda:N or auto"),
     "sweep job": (["-m", "seed=0,1", "optim.lr=1e-3,-1"], "in the sweep's job seed=0 optim.lr=-1"),
 }

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from tensordict.nn import TensorDictModule
 from torchrl.objectives import LossModule
 from torchrl.objectives.utils import TargetNetUpdater
+from torchrl.objectives.value import ValueEstimatorBase
 from torchrl.trainers import TrainerHookBase
 
 
@@ -24,3 +25,11 @@ class Algorithm:
     off_policy: bool = False
     exploration: TensorDictModule | None = None
     target_updater: TargetNetUpdater | None = None
+    advantage: ValueEstimatorBase | None = None  # PPO's GAE, run on each batch before the loss
+
+    def episodes_end_at(self, key: str) -> None:
+        """Targets and advantages end an episode at ``key`` (Atari's ``end_of_life``) instead
+        of the env's done: the env plays on, the bootstrapping stops there."""
+        for module in (self.loss, self.advantage):
+            if module is not None:
+                module.set_keys(done=key, terminated=key)

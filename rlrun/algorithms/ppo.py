@@ -198,4 +198,5 @@ def make_ppo(
         num_epochs=cfg.epochs,
         max_grad_norm=cfg.max_grad_norm,
         hooks=[hook],
+        advantage=advantage,
     )

@@ -1,0 +1,159 @@
+"""Atari as published recipes run it: the standard preprocessing (uint8 stacks of 84x84 frames),
+clipped rewards and episodic life for the loss only while logged returns stay game scores, the
+Nature CNN scaling frames on the learner's device, and both presets through the console script."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import built, compose, run_dirs, run_rlrun, summary
+from torchrl.envs.utils import RandomPolicy
+
+from rlrun.algorithms import make_algorithm
+from rlrun.atari import END_OF_LIFE
+from rlrun.cnn import make_cnn_actor_critic
+from rlrun.envs import make_env
+
+pytest.importorskip("ale_py")
+
+QUIET = ["trainer.progress_bar=false", "checkpoint.every_frames=0"]
+TINY_PPO = [
+    *QUIET,
+    "env.num_envs=2",
+    "trainer.total_frames=256",
+    "collector.frames_per_batch=128",
+    "algo.minibatch_size=64",
+    "algo.epochs=1",
+]
+TINY_DQN = [
+    *QUIET,
+    "trainer.total_frames=192",
+    "collector.frames_per_batch=64",
+    "collector.init_random_frames=64",
+    "replay_buffer.size=1000",
+    "algo.utd_ratio=0.05",
+]
+
+
+def env_cfg(*overrides: str):
+    return compose("+experiment=ppo_atari", *overrides).env
+
+
+def test_observations_are_uint8_stacks_that_shift_one_frame_per_step_and_restart_on_reset():
+    env = make_env(env_cfg("env.num_envs=2"), seed=0)
+    assert env.observation_spec["observation"].shape == (2, 4, 84, 84)
+    td = env.reset()
+    obs = td["observation"]
+    assert obs.dtype == torch.uint8 and obs.shape == (2, 4, 84, 84)
+    assert all(torch.equal(obs[:, k], obs[:, 3]) for k in range(3))  # padded with the reset frame
+    for _ in range(5):
+        td = env.rand_step(td)
+        new = td["next", "observation"]
+        assert torch.equal(new[:, :3], obs[:, 1:])  # the oldest frame dropped, one new at the end
+        td = td["next"]
+        obs = new
+    assert not torch.equal(obs[:, 3], obs[:, 0])  # Pong's ball and paddles moved
+    td = env.reset()
+    assert all(torch.equal(td["observation"][:, k], td["observation"][:, 3]) for k in range(3))
+    env.close()
+
+
+def test_training_rewards_are_clipped_while_the_logged_return_is_the_game_score():
+    """Space Invaders pays 5 to 30 points per alien: the same actions on a training env and on an
+    evaluation env, truncated at 150 steps, show clipped rewards and identical game scores."""
+    overrides = ("env=atari", "env.id=ALE/SpaceInvaders-v5", "env.num_envs=1")
+    cfg = env_cfg(*overrides, "env.max_episode_steps=150")
+    train, raw = make_env(cfg, seed=3), make_env(cfg, seed=3, training=False)
+    torch.manual_seed(0)
+    actions = RandomPolicy(train.action_spec)
+    a = train.rollout(150, actions, break_when_any_done=False)[0]  # the one env
+    torch.manual_seed(0)
+    b = raw.rollout(150, actions, break_when_any_done=False)[0]
+    assert torch.equal(a["observation"], b["observation"])  # same game
+    assert b["next", "reward"].max() >= 5  # points were scored
+    assert set(a["next", "reward"].unique().tolist()) <= {-1.0, 0.0, 1.0}
+    assert a["next", "done"][-1].all()  # truncated by the time limit, in agent steps
+    game_score = b["next", "reward"].sum()
+    assert a["next", "episode_reward"][-1].item() == game_score.item()
+    assert b["next", "episode_reward"][-1].item() == game_score.item()
+
+
+def test_a_lost_life_ends_the_losss_episode_not_the_game():
+    env = make_env(env_cfg("env=breakout", "env.num_envs=1"), seed=0)
+    td = env.rollout(400, break_when_any_done=True)[0]  # the one env
+    lives, next_lives = td["lives"], td["next", "lives"]
+    lost = (lives > next_lives).reshape(-1)
+    assert td["lives"][0].item() == 5 and lost.any()  # random play loses lives
+    end_of_life = td["next", END_OF_LIFE].reshape(-1)
+    done = td["next", "done"].reshape(-1)
+    assert torch.equal(end_of_life, lost | done)
+    assert not done[lost.nonzero()[0]].any()  # the game went on after the first lost life
+    env.close()
+
+
+def test_the_losses_end_episodes_at_a_lost_life(tmp_path: Path) -> None:
+    cfg = compose("+experiment=ppo_atari", *TINY_PPO)
+    env = make_env(cfg.env)
+    ac = make_cnn_actor_critic(
+        observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
+    )
+    ppo = make_algorithm(cfg.algo, ac, 128, torch.device("cpu"))
+    ppo.episodes_end_at(END_OF_LIFE)
+    for keys in (ppo.loss.tensor_keys, ppo.advantage.tensor_keys):  # loss and GAE
+        assert keys.done == END_OF_LIFE and keys.terminated == END_OF_LIFE
+    with built(tmp_path, "+experiment=dqn_atari", *TINY_DQN) as (_, trainer):  # run.py's wiring
+        keys = trainer.loss_module.value_estimator.tensor_keys
+        assert keys.done == END_OF_LIFE and keys.terminated == END_OF_LIFE
+
+
+def test_the_cnn_reads_floats_in_0_1_on_the_learner_while_buffers_keep_uint8(tmp_path: Path):
+    seen: list[torch.Tensor] = []
+    with built(tmp_path, "+experiment=dqn_atari", *TINY_DQN) as (_, trainer):
+        conv = next(m for m in trainer.collector.policy.modules() if isinstance(m, torch.nn.Conv2d))
+        conv.register_forward_pre_hook(lambda _, args: seen.append(args[0].detach()))
+        trainer.train()
+        stored = trainer.replay_buffer.storage[:8]
+    assert stored["observation"].dtype == torch.uint8
+    assert stored["next", "observation"].dtype == torch.uint8
+    assert seen and all(x.dtype == torch.float32 and x.device.type == "cpu" for x in seen)
+    assert all(0.0 <= x.min() and x.max() <= 1.0 for x in seen)
+    assert any(x.max() > 0.1 for x in seen)  # real frames, not zeros
+
+
+@pytest.mark.parametrize("preset", ["ppo_atari", "dqn_atari"])
+def test_preset_tiny_run_through_the_console_script(preset: str, workdir: Path) -> None:
+    tiny = TINY_PPO if preset == "ppo_atari" else TINY_DQN
+    run_rlrun(f"+experiment={preset}", *tiny, cwd=workdir)
+    (run_dir,) = run_dirs(workdir)
+    result = summary(run_dir)
+    frames = next(int(o.split("=")[1]) for o in tiny if o.startswith("trainer.total_frames="))
+    assert result["status"] == "completed" and result["frames"] == frames
+
+
+def test_an_atari_eval_video_is_written(workdir: Path) -> None:
+    run_rlrun(
+        "+experiment=ppo_atari", *TINY_PPO, "eval=default", "eval.every_frames=256",
+        "eval.episodes=1", "eval.max_steps=30", "eval.video=true", cwd=workdir,
+    )  # fmt: skip
+    (run_dir,) = run_dirs(workdir)
+    videos = sorted((run_dir / "videos").glob("*.mp4"))
+    assert videos and videos[0].stat().st_size > 1000
+
+
+def test_without_the_atari_extra_one_line_names_it(workdir: Path) -> None:
+    code = (
+        "import sys; sys.modules['ale_py'] = None; from rlrun.cli import main; "
+        "sys.argv = ['rlrun', '+experiment=ppo_atari']; main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        "rlrun: error: env.id=ALE/Pong-v5 needs the ale_py package: pip install 'rlrun[atari]'."
+    )
+    assert not (workdir / "outputs").exists()
