@@ -10,6 +10,7 @@ the train device with ``non_blocking=True``.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
-from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
+from torchrl.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer, TensorDictReplayBuffer
 from torchrl.data.replay_buffers import (
     PrioritizedSampler,
     RandomSampler,
@@ -26,7 +27,7 @@ from torchrl.data.replay_buffers import (
     SliceSampler,
 )
 from torchrl.data.replay_buffers.samplers import prioritized as _prioritized
-from torchrl.envs import Compose
+from torchrl.envs import CatFrames, Compose, Transform
 from torchrl.trainers import ReplayBufferTrainer
 
 from rlrun.devices import Placement
@@ -52,6 +53,65 @@ class PinnedReplayBuffer(TensorDictReplayBuffer):
     def pin_sample(self, data: TensorDictBase) -> TensorDictBase:
         """The last step of sampling: pin every tensor of the finished sample."""
         return data.pin_memory() if self.pin else data
+
+
+OBSERVATIONS = ("observation", ("next", "observation"))
+FRAMES = ("frame", ("next", "frame"))
+
+
+class NewestFrame(Transform):
+    """Written to the buffer: the newest frame of each observation stack (``frame``), not the
+    stacks; ``FrameStackReplayBuffer`` rebuilds them from consecutive frames when sampling."""
+
+    def __init__(self) -> None:
+        super().__init__(in_keys_inv=list(OBSERVATIONS), out_keys_inv=list(FRAMES))
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        for stack, frame in zip(OBSERVATIONS, FRAMES, strict=True):
+            tensordict.set(frame, tensordict.get(stack)[..., -1:, :, :])
+        return tensordict.exclude(*OBSERVATIONS)
+
+
+class FrameStackReplayBuffer(PinnedReplayBuffer):
+    """``replay_buffer.single_frames``: each frame is stored once, not in ``frames`` stacks
+    (4x less memory: 1M Atari transitions take 14 GB, not 56 GB).
+
+    TorchRL's ``CatFrames.make_rb_transform_and_sampler`` samples slices of ``frames``
+    consecutive steps of one trajectory (collector trajectory ids) and rebuilds the stacks of the
+    last step. Its slices never reach before a trajectory's start, so the first ``frames - 1``
+    steps of each trajectory are not sampled.
+    """
+
+    def __init__(self, *, frames: int, transform: Transform | None, **kwargs: Any) -> None:
+        catframes = CatFrames(
+            N=frames,
+            dim=-3,
+            in_keys=["frame"],
+            out_keys=["observation"],
+            done_key="done",
+            reset_key="_reset",
+        )
+        stack, sampler = catframes.make_rb_transform_and_sampler(
+            kwargs["batch_size"], traj_key=TRAJ_KEY, strict_length=True
+        )
+        for module in stack.modules():  # an env's frame buffers, never filled here: not saved
+            if isinstance(module, CatFrames):
+                for name, buffer in list(module.named_buffers(recurse=False)):
+                    module.register_buffer(name, buffer, persistent=False)
+        chain = [stack, NewestFrame()] + ([transform] if transform is not None else [])
+        super().__init__(sampler=sampler, transform=Compose(*chain), **kwargs)
+        self.frames = frames
+
+    def sample(
+        self, batch_size: int | None = None, return_info: bool = False, include_info=None
+    ) -> TensorDictBase | tuple[TensorDictBase, dict]:
+        # TorchRL's TensorDictReplayBuffer would write the indices of all ``frames`` steps of
+        # each slice into a sample of one step per slice: keep the last step's.
+        data, info = ReplayBuffer.sample(self, batch_size, return_info=True)
+        info["index"] = info["index"][0].reshape(-1, self.frames)[:, -1]
+        data.set("index", info["index"])
+        data = self.pin_sample(data)
+        return (data, info) if return_info else data
 
 
 class ReplayBufferHook(ReplayBufferTrainer):
@@ -125,22 +185,31 @@ def _sampler(cfg: DictConfig) -> Sampler:
 
 def _storage(cfg: DictConfig, run_dir: Path, device: torch.device):
     if cfg.storage == "memmap":  # on disk: the placement keeps it on the CPU
-        return LazyMemmapStorage(cfg.size, scratch_dir=run_dir / "replay_buffer", device=device)
+        scratch = run_dir / "replay_buffer"
+        # An earlier process's live files (this run resumed): the checkpoint being resumed holds
+        # its own copy, and TorchRL refuses to load it over existing files.
+        shutil.rmtree(scratch, ignore_errors=True)
+        return LazyMemmapStorage(cfg.size, scratch_dir=scratch, device=device)
     return LazyTensorStorage(cfg.size, device=device)
 
 
-def make_replay_buffer(cfg: DictConfig, run_dir: Path, where: Placement) -> PinnedReplayBuffer:
+def make_replay_buffer(
+    cfg: DictConfig, run_dir: Path, where: Placement, atari: DictConfig | None = None
+) -> PinnedReplayBuffer:
     """Storage (on ``where.replay``), sampler, transforms (``_target_``, user classes allowed),
-    prefetch and pinning (``where.pin_memory``)."""
+    prefetch and pinning (``where.pin_memory``); with ``cfg.single_frames``, the frames of
+    ``atari.frame_stack``-frame observations stored one by one (``env.atari``)."""
     transforms = [instantiate(t) for t in cfg.transforms]
-    return PinnedReplayBuffer(
-        pin=where.pin_memory,
-        storage=_storage(cfg, run_dir, where.replay),
-        sampler=_sampler(cfg),
-        batch_size=cfg.batch_size,
-        prefetch=cfg.prefetch or None,
-        transform=Compose(*transforms) if transforms else None,
-    )
+    common = {
+        "pin": where.pin_memory,
+        "storage": _storage(cfg, run_dir, where.replay),
+        "batch_size": cfg.batch_size,
+        "prefetch": cfg.prefetch or None,
+        "transform": Compose(*transforms) if transforms else None,
+    }
+    if cfg.single_frames:
+        return FrameStackReplayBuffer(frames=atari.frame_stack, **common)
+    return PinnedReplayBuffer(sampler=_sampler(cfg), **common)
 
 
 def make_replay_buffer_hook(rb: PinnedReplayBuffer, where: Placement) -> ReplayBufferHook:

@@ -220,6 +220,7 @@ class ReplayBufferConfig:
     batch_size: int = ranged(1)
     prefetch: int | None = ranged(1)
     pin_memory: str = MISSING  # auto | true | false (YAML reads true/false as booleans)
+    single_frames: bool = MISSING
     transforms: list[Any] = MISSING
 
 

@@ -215,7 +215,7 @@ def _replay_buffer(ctx: HookContext) -> TrainerHookBase:
             f"hooks.replay_buffer: algo={ctx.cfg.algo.name} already trains from the replay "
             "buffer of the replay_buffer group; drop replay_buffer from hooks."
         )
-    buffer = make_replay_buffer(ctx.cfg.replay_buffer, ctx.run_dir, ctx.where)
+    buffer = make_replay_buffer(ctx.cfg.replay_buffer, ctx.run_dir, ctx.where, ctx.cfg.env.atari)
     return make_replay_buffer_hook(buffer, ctx.where)
 
 

@@ -190,13 +190,14 @@ def build_trainer(
         policy_cfg=cfg.policy,
         policy_transforms=ac.env_transforms(),  # fresh ones, for envs built in workers
         seed=cfg.seed,
-        traj_ids_read=cfg.replay_buffer.sampler == "slice",  # algo's or hooks=[replay_buffer]
+        # the slice samplers (algo's buffer or hooks=[replay_buffer]) read trajectory ids
+        traj_ids_read=cfg.replay_buffer.sampler == "slice" or cfg.replay_buffer.single_frames,
         exploration=algo.exploration,
     )
     started.callback(collector.shutdown)
     replay_buffer = None
     if algo.off_policy:
-        replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, where)
+        replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, where, cfg.env.atari)
     cudagraphs = cfg.algo.get("cudagraphs", False)  # needs a capturable optimiser
     optimizer = make_optimizer(cfg.optim, algo.loss, where, cudagraphs)
     update = UpdateStep(

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import built, compose, run_dirs, run_rlrun, summary
+from conftest import built, compose, cpu_placement, run_dirs, run_rlrun, summary
+from torchrl.collectors import Collector
 from torchrl.envs.utils import RandomPolicy
 
 from rlrun.algorithms import make_algorithm
 from rlrun.atari import END_OF_LIFE
+from rlrun.buffers import make_replay_buffer
 from rlrun.cnn import make_cnn_actor_critic
 from rlrun.envs import make_env
 
@@ -117,11 +119,37 @@ def test_the_cnn_reads_floats_in_0_1_on_the_learner_while_buffers_keep_uint8(tmp
         conv.register_forward_pre_hook(lambda _, args: seen.append(args[0].detach()))
         trainer.train()
         stored = trainer.replay_buffer.storage[:8]
-    assert stored["observation"].dtype == torch.uint8
-    assert stored["next", "observation"].dtype == torch.uint8
+    assert stored["frame"].dtype == torch.uint8 and stored["frame"].shape == (8, 1, 84, 84)
+    assert stored["next", "frame"].dtype == torch.uint8
     assert seen and all(x.dtype == torch.float32 and x.device.type == "cpu" for x in seen)
     assert all(0.0 <= x.min() and x.max() <= 1.0 for x in seen)
     assert any(x.max() > 0.1 for x in seen)  # real frames, not zeros
+
+
+def test_the_replay_buffer_stores_single_frames_and_samples_the_collected_stacks(tmp_path: Path):
+    """dqn_atari's buffer keeps each frame once; every sampled observation and next observation
+    is the stack the agent saw, across episode starts (short episodes) and several envs."""
+    cfg = compose("+experiment=dqn_atari", "env.num_envs=2", "env.max_episode_steps=12")
+    env = make_env(cfg.env, seed=0)
+    collector = Collector(
+        env, RandomPolicy(env.full_action_spec["action"]), frames_per_batch=96, total_frames=192,
+        track_traj_ids=True,
+    )  # fmt: skip
+    rb = make_replay_buffer(cfg.replay_buffer, tmp_path, cpu_placement(), cfg.env.atari)
+    collected = []
+    for batch in collector:
+        collected.append(batch.reshape(-1))
+        rb.extend(batch.reshape(-1))
+    collector.shutdown()
+    collected = torch.cat(collected)
+    stored = rb.storage[: len(rb)]
+    assert "observation" not in stored.keys() and stored["frame"].shape == (192, 1, 84, 84)
+    for _ in range(10):
+        sample = rb.sample()
+        index = sample["index"]
+        assert sample["observation"].shape == (32, 4, 84, 84)
+        assert torch.equal(sample["observation"], collected["observation"][index])
+        assert torch.equal(sample["next", "observation"], collected["next", "observation"][index])
 
 
 @pytest.mark.parametrize("preset", ["ppo_atari", "dqn_atari"])
@@ -132,6 +160,16 @@ def test_preset_tiny_run_through_the_console_script(preset: str, workdir: Path) 
     result = summary(run_dir)
     frames = next(int(o.split("=")[1]) for o in tiny if o.startswith("trainer.total_frames="))
     assert result["status"] == "completed" and result["frames"] == frames
+
+
+def test_dqn_atari_resumes_from_its_memory_mapped_single_frame_buffer(workdir: Path) -> None:
+    """The live memmap files of the first process are in the run folder when it resumes."""
+    run_rlrun("+experiment=dqn_atari", *TINY_DQN, cwd=workdir)
+    (run_dir,) = run_dirs(workdir)
+    assert (run_dir / "replay_buffer" / "frame.memmap").exists()
+    run_rlrun(f"resume={run_dir}", "trainer.total_frames=256", cwd=workdir)
+    result = summary(run_dir)
+    assert result["status"] == "completed" and result["frames"] == 256
 
 
 def test_an_atari_eval_video_is_written(workdir: Path) -> None:

@@ -67,6 +67,14 @@ CASES = {
     "pixels for an mlp": (["env=pong"], "gives image observations, which policy=mlp cannot read"),
     "cnn on vectors": (["policy=cnn"], "policy=cnn needs image observations"),
     "atari id, no preprocessing": (["env.id=ALE/Pong-v5"], "needs the Atari preprocessing"),
+    "single frames without stacks": (
+        ["+experiment=dqn", "replay_buffer.single_frames=true"],
+        "which env.id=CartPole-v1 does not have",
+    ),
+    "single frames, other sampler": (
+        ["+experiment=dqn_atari", "replay_buffer.sampler=prioritized"],
+        "it needs replay_buffer.sampler=random",
+    ),
     "envpool in processes": (
         ["+experiment=ppo_atari", "env.backend=envpool", "env.parallel=true"],
         "set env.parallel=false",
