@@ -121,5 +121,6 @@ def make_cnn_qvalue_actor(
     n_actions = int(action_spec.space.n)
     torso = NatureCNN(_frames_shape(observation_spec), hidden_sizes, activation)
     net = nn.Sequential(torso, _init(nn.Linear(torso.out_features, n_actions), 1.0))
-    actor = QValueActor(net, in_keys=["observation"], spec=action_spec).to(device)
+    one = action_spec[(0,) * observation_spec.ndim]  # one env's: index (envpool) or one-hot
+    actor = QValueActor(net, in_keys=["observation"], spec=one).to(device)
     return ActorCritic(actor=actor, qvalue=actor)

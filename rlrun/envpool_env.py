@@ -152,29 +152,37 @@ def _atari_kwargs(atari: DictConfig) -> dict[str, Any]:
     }
 
 
-def make_envpool_env(cfg: DictConfig, num_envs: int) -> EnvBase:
-    """cfg is the run's `env` config node (an OmegaConf DictConfig)."""
+def envpool_task(cfg: DictConfig) -> tuple[str, bool]:
+    """envpool's name for ``cfg.id`` and whether it is an Atari game; a one-line ConfigError for
+    an id envpool does not have, or ``env.atari`` that does not fit it (also run by
+    ``rlrun/validation.py``, before anything is built)."""
     try:
         import envpool
         from envpool.registration import registry
-    except ImportError as err:
+    except ImportError:
         raise ConfigError(
             "env.backend=envpool needs envpool: pip install 'rlrun[envpool]'"
-        ) from err
+        ) from None
     name = cfg.id.removeprefix("ALE/")
     if name not in registry.specs:
         near = difflib.get_close_matches(name, envpool.list_all_envs(), n=3, cutoff=0.5)
         hint = f" Nearest envpool ids: {', '.join(near)}." if near else ""
         raise ConfigError(f"env.id={cfg.id} is not an envpool task (env.backend=envpool).{hint}")
     is_atari = registry.specs[name][0] == "envpool.atari"
-    atari = cfg.get("atari")
-    if is_atari and atari is None:
+    if is_atari and cfg.atari is None:
         raise ConfigError(f"env.id={cfg.id} is an Atari game: env.backend=envpool needs env.atari.")
-    if atari is not None and not is_atari:
+    if cfg.atari is not None and not is_atari:
         raise ConfigError(f"env.id={cfg.id} is not an Atari game: set env.atari=null.")
-    kwargs = _atari_kwargs(atari) if is_atari else {}
-    if cfg.get("num_threads") is not None:
+    return name, is_atari
+
+
+def make_envpool_env(cfg: DictConfig, num_envs: int) -> EnvBase:
+    """``num_envs`` copies of ``cfg.id`` (the run's ``env`` node) in one envpool, with
+    ``env.atari``'s preprocessing, ``env.num_threads`` and ``env.max_episode_steps``."""
+    _, is_atari = envpool_task(cfg)
+    kwargs = _atari_kwargs(cfg.atari) if is_atari else {}
+    if cfg.num_threads is not None:
         kwargs["num_threads"] = int(cfg.num_threads)
-    if cfg.get("max_episode_steps") is not None:
+    if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = int(cfg.max_episode_steps)
     return _EnvPoolEnv(num_envs, cfg.id, atari=is_atari, create_env_kwargs=kwargs)

@@ -235,6 +235,11 @@ def check_observations(cfg: DictConfig) -> None:
             "env.parallel=true runs gymnasium envs in worker processes; env.backend=envpool "
             "steps its envs in its own threads (env.num_threads): set env.parallel=false."
         )
+    if env.backend == "envpool" and env.kwargs:
+        raise ConfigError(
+            f"env.kwargs={OmegaConf.to_container(env.kwargs)} are gymnasium.make arguments, "
+            "which env.backend=envpool does not take (Atari: set env.atari's keys); drop them."
+        )
 
 
 def check_replay_buffer(cfg: DictConfig, env: DictConfig, collector: DictConfig) -> None:
@@ -319,6 +324,10 @@ def check_env(cfg: DictConfig) -> None:
     can render it."""
     import json
 
+    if cfg.env.backend == "envpool":
+        from rlrun.envpool_env import envpool_task
+
+        envpool_task(cfg.env)
     kwargs = OmegaConf.to_container(cfg.env.kwargs, resolve=True)
     space, render_modes = _env_facts(cfg.env.id, json.dumps(kwargs, sort_keys=True))
     allowed = ACTION_SPACES.get(cfg.algo.get("name"))

@@ -152,10 +152,11 @@ def test_the_replay_buffer_stores_single_frames_and_samples_the_collected_stacks
         assert torch.equal(sample["next", "observation"], collected["next", "observation"][index])
 
 
+@pytest.mark.parametrize("backend", ["gym_vector", "envpool"])
 @pytest.mark.parametrize("preset", ["ppo_atari", "dqn_atari"])
-def test_preset_tiny_run_through_the_console_script(preset: str, workdir: Path) -> None:
+def test_preset_tiny_run_through_the_console_script(preset: str, backend: str, workdir: Path):
     tiny = TINY_PPO if preset == "ppo_atari" else TINY_DQN
-    run_rlrun(f"+experiment={preset}", *tiny, cwd=workdir)
+    run_rlrun(f"+experiment={preset}", f"env.backend={backend}", *tiny, cwd=workdir)
     (run_dir,) = run_dirs(workdir)
     result = summary(run_dir)
     frames = next(int(o.split("=")[1]) for o in tiny if o.startswith("trainer.total_frames="))

@@ -67,6 +67,14 @@ CASES = {
     "pixels for an mlp": (["env=pong"], "gives image observations, which policy=mlp cannot read"),
     "cnn on vectors": (["policy=cnn"], "policy=cnn needs image observations"),
     "atari id, no preprocessing": (["env.id=ALE/Pong-v5"], "needs the Atari preprocessing"),
+    "envpool and gymnasium kwargs": (
+        ["+experiment=ppo_atari", "env.backend=envpool", "+env.kwargs.full_action_space=true"],
+        "which env.backend=envpool does not take",
+    ),
+    "envpool id": (
+        ["+experiment=ppo", "env.backend=envpool", "env.id=Taxi-v4"],
+        "env.id=Taxi-v4 is not an envpool task",
+    ),
     "single frames without stacks": (
         ["+experiment=dqn", "replay_buffer.single_frames=true"],
         "which env.id=CartPole-v1 does not have",
