@@ -55,9 +55,13 @@ class NatureCNN(nn.Module):
         self.out_features = width_in
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        batch = frames.shape[:-3]
-        x = frames.reshape(-1, *frames.shape[-3:]).float().div_(255.0)  # uint8 -> [0, 1], here
-        return self.dense(self.convs(x)).reshape(*batch, -1)
+        x = frames.float().div(255.0)  # uint8 -> [0, 1], here, on this module's device
+        if (
+            x.dim() == 4
+        ):  # [batch, C, H, W]: no reshape, so a traced (exported) copy takes any batch
+            return self.dense(self.convs(x))
+        batch = x.shape[:-3]
+        return self.dense(self.convs(x.reshape(-1, *x.shape[-3:]))).reshape(*batch, -1)
 
 
 def _frames_shape(observation_spec: Composite) -> tuple[int, int, int]:

@@ -4,6 +4,7 @@ Nature CNN scaling frames on the learner's device, and both presets through the 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -171,6 +172,21 @@ def test_dqn_atari_resumes_from_its_memory_mapped_single_frame_buffer(workdir: P
     run_rlrun(f"resume={run_dir}", "trainer.total_frames=256", cwd=workdir)
     result = summary(run_dir)
     assert result["status"] == "completed" and result["frames"] == 256
+
+
+def test_a_trained_atari_policy_plays_back_and_exports(workdir: Path) -> None:
+    """``rlrun eval`` and ``rlrun export`` on an Atari run: game scores, and a TorchScript file
+    that takes any batch of uint8 stacks (checked by the exporter against the live policy)."""
+    run_rlrun("+experiment=ppo_atari", *TINY_PPO, cwd=workdir)
+    (run_dir,) = run_dirs(workdir)
+    run_rlrun("eval", str(run_dir), "episodes=2", "max_steps=100", cwd=workdir)
+    (played,) = (run_dir / "eval").glob("*/eval.json")
+    assert json.loads(played.read_text())["episodes"] == 2
+    proc = run_rlrun("export", str(run_dir), "format=torchscript", cwd=workdir)
+    assert "verified on 128 real observations of ALE/Pong-v5" in proc.stdout
+    policy = torch.jit.load(str(run_dir / "export" / "policy.pt"))
+    frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
+    assert policy(frames).shape == (5, 6)  # one-hot over Pong's 6 actions, for 5 stacks
 
 
 def test_an_atari_eval_video_is_written(workdir: Path) -> None:

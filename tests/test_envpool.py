@@ -178,3 +178,16 @@ def test_missing_envpool_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setitem(sys.modules, "envpool", None)  # `import envpool` raises ImportError
     with pytest.raises(ConfigError, match=r"pip install 'rlrun\[envpool\]'"):
         make_envpool_env(env_cfg(), 1)
+
+
+def test_mujoco_presets_run_on_envpool_through_the_console_script(tmp_path) -> None:
+    from conftest import run_dirs, run_rlrun, summary
+
+    run_rlrun(
+        "+experiment=sac_mujoco", "env.backend=envpool", "trainer.progress_bar=false",
+        "checkpoint.every_frames=0", "trainer.total_frames=200", "collector.frames_per_batch=100",
+        "collector.init_random_frames=100", "algo.utd_ratio=0.1", "replay_buffer.batch_size=64",
+        cwd=tmp_path,
+    )  # fmt: skip
+    (run_dir,) = run_dirs(tmp_path)
+    assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == 200
