@@ -11,7 +11,9 @@ learning check against random play.
 - Learning (``--learn-frames``, 0 to skip): ``ppo_atari`` on Breakout (envpool), per seed the mean
   training game score of the last 10 games, beside random play's mean over 20 games.
 
-Writes ``bench/results/atari.json`` and ``atari.md``. Usage:
+Writes ``bench/results/atari.json`` and ``atari.md`` (speed) and, with ``--learn-frames``,
+``atari_learning.json`` and ``atari_learning.md`` (a run without it leaves those as they are:
+learning takes hours, speed minutes). Usage:
     python bench/bench_atari.py [--env-steps 2000] [--num-envs 8] [--frames 8192]
                                 [--learn-frames 0] [--seeds 0]
 """
@@ -109,11 +111,11 @@ def learning(frames: int, seed: int, root: Path) -> dict:
             "wall_s": round(out["process_s"], 1)}  # fmt: skip
 
 
-def table(results: dict) -> str:
+def speed_table(results: dict) -> str:
     env = results["env_only"]
     raw = env["raw envpool"]
     lines = [
-        "### Atari (`bench/bench_atari.py`)",
+        "### Atari speed (`bench/bench_atari.py`)",
         "",
         f"Env only: Pong, {results['num_envs']} envs, random actions, agent steps/s "
         f"({results['env_steps']} steps per env).",
@@ -128,20 +130,28 @@ def table(results: dict) -> str:
         "|---|---|---|",
         *(f"| {b} | {r['fps']} | {r['maxrss_mb']} |" for b, r in results["ppo"].items()),
     ]
-    if "learning" in results:
-        lines += [
-            "",
-            f"Learning: `ppo_atari` on Breakout (envpool), {results['learn_frames']} frames; "
-            f"random play scores {results['random_play']:.2f} per game (20 games).",
-            "",
-            "| run | mean score, last 10 training games | wall s |",
-            "|---|---|---|",
-            *(
-                f"| {k} | {v['last_10_games']} | {v['wall_s']} |"
-                for k, v in results["learning"].items()
-            ),
-        ]
     return "\n".join(lines) + "\n"
+
+
+def learning_table(results: dict) -> str:
+    lines = [
+        "### Atari learning (`bench/bench_atari.py --learn-frames`)",
+        "",
+        f"`ppo_atari` on Breakout (envpool), {results['learn_frames']} frames per seed; random "
+        f"play scores {results['random_play']:.2f} per game (mean of 20 games).",
+        "",
+        "| run | mean score, last 10 training games | wall s |",
+        "|---|---|---|",
+        *(f"| {k} | {v['last_10_games']} | {v['wall_s']} |" for k, v in results["runs"].items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write(name: str, results: dict, text: str) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(text)
+    print(text)
 
 
 def main() -> None:
@@ -167,16 +177,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         results["ppo"] = {b: ppo_speed(b, args.frames, root) for b in ("envpool", "gym_vector")}
+        write("atari", results, speed_table(results))
         if args.learn_frames:
-            results["learn_frames"] = args.learn_frames
-            results["random_play"] = random_play(20)
-            results["learning"] = {
-                f"seed {seed}": learning(args.learn_frames, seed, root) for seed in args.seeds
+            learned = {
+                "machine": results["machine"],
+                "learn_frames": args.learn_frames,
+                "random_play": random_play(20),
+                "runs": {
+                    f"seed {seed}": learning(args.learn_frames, seed, root) for seed in args.seeds
+                },
             }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "atari.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / "atari.md").write_text(table(results))
-    print(table(results))
+            write("atari_learning", learned, learning_table(learned))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TINY, run_dirs, run_rlrun, summary
+import torch
+from conftest import TINY, built, run_dirs, run_rlrun, summary
 
 pytestmark = pytest.mark.cuda
 
@@ -18,6 +19,12 @@ DQN = ["+experiment=dqn", "trainer.total_frames=768", "collector.init_random_fra
        "trainer.progress_bar=false"]  # fmt: skip
 SAC = ["+experiment=sac", "trainer.total_frames=800", "collector.init_random_frames=400",
        "trainer.progress_bar=false"]  # fmt: skip
+ATARI_PPO = ["+experiment=ppo_atari", "env.num_envs=4", "trainer.total_frames=512",
+             "collector.frames_per_batch=256", "algo.minibatch_size=128", "algo.epochs=1",
+             "trainer.progress_bar=false"]  # fmt: skip
+ATARI_DQN = ["+experiment=dqn_atari", "trainer.total_frames=512", "collector.frames_per_batch=64",
+             "collector.init_random_frames=128", "replay_buffer.size=2000",
+             "trainer.progress_bar=false"]  # fmt: skip
 
 
 def trained(workdir: Path, *args: str) -> dict:
@@ -42,9 +49,14 @@ def trained(workdir: Path, *args: str) -> dict:
         [*DQN, "device=cuda:0", "replay_buffer.storage=memmap",
          "replay_buffer.sampler=prioritized"],
         [*SAC, "replay_buffer.pin_memory=true", "replay_buffer.prefetch=4"],
+        ATARI_PPO,
+        [*ATARI_PPO, "env.backend=envpool"],
+        ATARI_DQN,
+        [*ATARI_DQN, "env.backend=envpool", "replay_buffer.prefetch=2"],
     ],
     ids=["ppo", "ppo_lstm", "ppo_gru", "gym_backend", "collect_on_cpu", "parallel_env",
-         "eval", "dqn", "dqn_memmap_prio", "sac_pinned_prefetch"],
+         "eval", "dqn", "dqn_memmap_prio", "sac_pinned_prefetch", "ppo_atari",
+         "ppo_atari_envpool", "dqn_atari", "dqn_atari_envpool_prefetch"],
 )  # fmt: skip
 def test_preset_trains_on_cuda(workdir: Path, args: list[str]) -> None:
     args = args if any(a.startswith("device=") for a in args) else [*args, "device=cuda"]
@@ -86,3 +98,15 @@ def test_resume_across_devices(workdir: Path, first: str, then: str) -> None:
     run_rlrun(f"resume={run}", f"device={then}", "trainer.total_frames=1024", cwd=workdir)
     result = summary(run)
     assert result["status"] == "completed" and result["frames"] == 1024
+
+
+def test_the_cnn_reads_floats_on_the_gpu_while_the_buffer_keeps_uint8_frames(tmp_path: Path):
+    seen: list[torch.Tensor] = []
+    with built(tmp_path, *ATARI_DQN, "device=cuda") as (_, trainer):
+        conv = next(m for m in trainer.collector.policy.modules() if isinstance(m, torch.nn.Conv2d))
+        conv.register_forward_pre_hook(lambda _, args: seen.append(args[0].detach()))
+        trainer.train()
+        stored = trainer.replay_buffer.storage[:8]
+    assert stored["frame"].dtype == torch.uint8 and stored["frame"].device.type == "cpu"
+    assert seen and all(x.device.type == "cuda" and x.dtype == torch.float32 for x in seen)
+    assert all(0.0 <= x.min() and x.max() <= 1.0 for x in seen)
