@@ -43,6 +43,19 @@ def run_rlrun(
     return proc
 
 
+def run_without(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The console script's entry point, ``rlrun ARGS``, in a process where ``module`` cannot be
+    imported, as on a machine without its extra (``sys.modules[name] = None`` is Python's "not
+    installed")."""
+    code = (
+        f"import sys; sys.modules[{module!r}] = None; from rlrun.cli import main; "
+        f"sys.argv = ['rlrun', *{list(args)!r}]; main()"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
 def run_dirs(root: Path) -> list[Path]:
     """Run folders (those holding summary.json) under ``root/outputs``, oldest first."""
     return sorted(p.parent for p in (root / "outputs").rglob("summary.json"))

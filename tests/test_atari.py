@@ -5,13 +5,11 @@ Nature CNN scaling frames on the learner's device, and both presets through the 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import built, compose, cpu_placement, run_dirs, run_rlrun, summary
+from conftest import built, compose, cpu_placement, run_dirs, run_rlrun, run_without, summary
 from torchrl.collectors import Collector
 from torchrl.envs.utils import RandomPolicy
 
@@ -200,13 +198,7 @@ def test_an_atari_eval_video_is_written(workdir: Path) -> None:
 
 
 def test_without_the_atari_extra_one_line_names_it(workdir: Path) -> None:
-    code = (
-        "import sys; sys.modules['ale_py'] = None; from rlrun.cli import main; "
-        "sys.argv = ['rlrun', '+experiment=ppo_atari']; main()"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True, timeout=300
-    )
+    proc = run_without("ale_py", "+experiment=ppo_atari", cwd=workdir)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == (
         "rlrun: error: env.id=ALE/Pong-v5 needs the ale_py package: pip install 'rlrun[atari]'."

@@ -27,7 +27,10 @@ def test_cfg_job_prints_composed_config(workdir):
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
-        ("env=cartpol", "choose one of: ant, atari, breakout, cartpole, cartpole_masked, halfcheetah,"),
+        (
+            "env=cartpol",
+            "choose one of: ant, atari, breakout, cartpole, cartpole_masked, halfcheetah,",
+        ),
         ("trainer.total_frame=10", "Did you mean trainer.total_frames?"),
         ("trainer.total_frames=abc", "could not be converted to Integer"),
         ("env.id=CartPol-v1", "Nearest ids: CartPole-v1"),

@@ -40,6 +40,18 @@ def with_stats(env):
     return TransformedEnv(env, Compose(StepCounter(), RewardSum()))
 
 
+def one_batch(env, steps: int, seed: int):
+    """``steps`` steps of every env of ``env`` (seeded), collected by TorchRL's Collector."""
+    env.set_seed(seed)
+    frames = env.batch_size.numel() * steps
+    collector = Collector(env, None, frames_per_batch=frames, total_frames=frames)
+    try:
+        (batch,) = list(collector)
+    finally:
+        collector.shutdown()
+    return batch
+
+
 def check_episodes(data) -> int:
     """Per env row: at each done step, episode_reward is the sum of that episode's raw rewards
     and step_count its length (both restart after it). Returns the number of episodes."""
@@ -100,13 +112,7 @@ def test_rollout_episode_statistics_with_truncation() -> None:
 
 
 def test_collector_episode_statistics() -> None:
-    env = with_stats(make_envpool_env(env_cfg(max_episode_steps=50), 2))
-    env.set_seed(1)
-    collector = Collector(env, None, frames_per_batch=2 * 120, total_frames=2 * 120)
-    try:
-        (batch,) = list(collector)
-    finally:
-        collector.shutdown()
+    batch = one_batch(with_stats(make_envpool_env(env_cfg(max_episode_steps=50), 2)), 120, 1)
     assert batch.batch_size == (2, 120)
     obs, nxt = batch["observation"], batch["next", "observation"]
     # no bogus transition from one episode's last observation to the next one's first
@@ -117,13 +123,7 @@ def test_collector_episode_statistics() -> None:
 def test_hopper_falls_at_different_steps() -> None:
     """Episodes ending at different steps in different envs (partial resets): the done step
     keeps the true last observation, the next step starts from the reset one."""
-    env = with_stats(make_envpool_env(env_cfg("Hopper-v5"), 4))
-    env.set_seed(0)
-    collector = Collector(env, None, frames_per_batch=4 * 100, total_frames=4 * 100)
-    try:
-        (batch,) = list(collector)
-    finally:
-        collector.shutdown()
+    batch = one_batch(with_stats(make_envpool_env(env_cfg("Hopper-v5"), 4)), 100, 0)
     terminated = batch["next", "terminated"].squeeze(-1)
     assert not torch.equal(terminated[0], terminated[1]) and terminated.sum() >= 4
     assert torch.equal(terminated, batch["next", "done"].squeeze(-1))  # no time limit here

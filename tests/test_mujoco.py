@@ -4,13 +4,11 @@ and used by evaluation, and the one-line error without the mujoco extra."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import built, run_dirs, run_rlrun, series, summary
+from conftest import built, run_dirs, run_rlrun, run_without, series, summary
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from torch import nn
@@ -54,13 +52,7 @@ def test_ppo_mujoco_preset_tiny_run(workdir: Path) -> None:
 def test_without_the_mujoco_extra_one_line_names_it(workdir: Path) -> None:
     """The console script's entry point in a process where ``mujoco`` cannot be imported, as on
     a machine without the extra (``sys.modules[name] = None`` is Python's "not installed")."""
-    code = (
-        "import sys; sys.modules['mujoco'] = None; from rlrun.cli import main; "
-        "sys.argv = ['rlrun', '+experiment=sac_mujoco']; main()"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True, timeout=300
-    )
+    proc = run_without("mujoco", "+experiment=sac_mujoco", cwd=workdir)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == (
         "rlrun: error: env.id=HalfCheetah-v5 needs a package that is not installed: "

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import subprocess
-import sys
 import typing
 from importlib.resources import files
 from pathlib import Path
@@ -16,7 +14,7 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 import pytest
-from conftest import compose, run_rlrun
+from conftest import compose, run_rlrun, run_without
 from omegaconf import MISSING, OmegaConf
 
 from rlrun import config
@@ -114,13 +112,7 @@ def test_unwritable_run_folder_is_refused(tmp_path: Path) -> None:
 def test_a_missing_extra_is_named(tmp_path: Path) -> None:
     """The console script's entry point where ``mlflow`` is not importable, as without the
     extra (``sys.modules[name] = None`` is Python's "not installed")."""
-    code = (
-        "import sys; sys.modules['mlflow'] = None; from rlrun.cli import main; "
-        "sys.argv = ['rlrun', 'logger=mlflow']; main()"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
+    proc = run_without("mlflow", "logger=mlflow", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "rlrun: error: logger=mlflow needs the mlflow package: pip install 'rlrun[mlflow]'."
