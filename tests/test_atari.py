@@ -197,10 +197,19 @@ def test_an_atari_eval_video_is_written(workdir: Path) -> None:
     assert videos and videos[0].stat().st_size > 1000
 
 
-def test_without_the_atari_extra_one_line_names_it(workdir: Path) -> None:
-    proc = run_without("ale_py", "+experiment=ppo_atari", cwd=workdir)
+@pytest.mark.parametrize(
+    ("module", "args", "expected"),
+    [
+        ("ale_py", [], "env.id=ALE/Pong-v5 needs the ale_py package: pip install 'rlrun[atari]'."),
+        (
+            "envpool",
+            ["env.backend=envpool"],
+            "env.backend=envpool needs the envpool package: pip install 'rlrun[envpool]'.",
+        ),
+    ],
+)
+def test_without_an_extra_one_line_names_it(module, args, expected, workdir: Path) -> None:
+    proc = run_without(module, "+experiment=ppo_atari", *args, cwd=workdir)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == (
-        "rlrun: error: env.id=ALE/Pong-v5 needs the ale_py package: pip install 'rlrun[atari]'."
-    )
+    assert proc.stderr.strip() == f"rlrun: error: {expected}"
     assert not (workdir / "outputs").exists()
