@@ -8,8 +8,9 @@ learning check against random play.
   Frames are agent steps (4 emulator frames each).
 - PPO: ``rlrun +experiment=ppo_atari`` for ``--frames`` frames on each backend: frames/s of the
   whole run (collection and the Nature CNN's updates on the CPU).
-- Learning (``--learn-frames``, 0 to skip): ``ppo_atari`` on Breakout (envpool), per seed the mean
-  training game score of the last 10 games, beside random play's mean over 20 games.
+- Learning (``--learn-frames``, 0 to skip): ``ppo_atari`` on Breakout (envpool), one seed sweep
+  with the seeds side by side (joblib launcher); per seed the mean training game score of the
+  last 10 games, beside random play's mean over 20 games.
 
 Writes ``bench/results/atari.json`` and ``atari.md`` (speed) and, with ``--learn-frames``,
 ``atari_learning.json`` and ``atari_learning.md`` (a run without it leaves those as they are:
@@ -21,13 +22,13 @@ learning takes hours, speed minutes). Usage:
 from __future__ import annotations
 
 import argparse
-import json
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from common import RESULTS, machine, run_rlrun, series
+from common import BIN, run_rlrun, series, write, write_markdown
 
 
 def env_cfg(*overrides: str):
@@ -99,16 +100,27 @@ def ppo_speed(backend: str, frames: int, root: Path) -> dict:
     return {"fps": round(out["fps"], 1), "maxrss_mb": round(out["maxrss_mb"])}
 
 
-def learning(frames: int, seed: int, root: Path) -> dict:
-    out = run_rlrun(
-        ["+experiment=ppo_atari", "env=breakout", "env.backend=envpool", f"seed={seed}",
-         f"trainer.total_frames={frames}", "checkpoint.backend=none"],
-        root,
-    )  # fmt: skip
-    games = [value for _, value in series(out["run_dir"], "episode_return")][-10:]
-    mean = sum(games) / len(games) if games else None
-    return {"last_10_games": round(mean, 2) if mean is not None else None,
-            "wall_s": round(out["process_s"], 1)}  # fmt: skip
+def learning(frames: int, seeds: list[int], root: Path) -> dict:
+    """One ``rlrun -m`` seed sweep, its jobs side by side (Hydra's joblib launcher, one job per
+    seed); per seed the mean training game score of the last 10 games."""
+    args = ["-m", "+experiment=ppo_atari", "env=breakout", "env.backend=envpool",
+            f"seed={','.join(map(str, seeds))}", f"trainer.total_frames={frames}",
+            "checkpoint.backend=none", "hydra/launcher=joblib",
+            f"hydra.launcher.n_jobs={len(seeds)}", "trainer.progress_bar=false"]  # fmt: skip
+    start = time.perf_counter()
+    subprocess.run([str(BIN / "rlrun"), *args], cwd=root, check=True, capture_output=True)
+    wall = time.perf_counter() - start
+    runs = {}
+    for summary in sorted((root / "outputs" / "multirun").rglob("summary.json")):
+        job = summary.parent
+        seed = next(
+            o for o in (job / ".hydra" / "overrides.yaml").read_text().split() if "seed=" in o
+        )
+        played = (job / "csv" / "scalars" / "train" / "episode_return.csv").exists()
+        games = [value for _, value in series(job, "episode_return")][-10:] if played else []
+        mean = round(sum(games) / len(games), 2) if games else None
+        runs[seed.removeprefix("seed=")] = {"last_10_games": mean}
+    return {"runs": runs, "sweep_wall_s": round(wall, 1)}
 
 
 def speed_table(results: dict) -> str:
@@ -140,17 +152,19 @@ def learning_table(results: dict) -> str:
         f"`ppo_atari` on Breakout (envpool), {results['learn_frames']} frames per seed; random "
         f"play scores {results['random_play']:.2f} per game (mean of 20 games).",
         "",
-        "| run | mean score, last 10 training games | wall s |",
-        "|---|---|---|",
-        *(f"| {k} | {v['last_10_games']} | {v['wall_s']} |" for k, v in results["runs"].items()),
+        "| run | mean score, last 10 training games |",
+        "|---|---|",
+        *(f"| seed {k} | {v['last_10_games']} |" for k, v in results["runs"].items()),
+        "",
+        f"The {len(results['runs'])} seeds ran side by side (`hydra/launcher=joblib`) in "
+        f"{results['sweep_wall_s']:.0f} s.",
     ]
     return "\n".join(lines) + "\n"
 
 
-def write(name: str, results: dict, text: str) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / f"{name}.md").write_text(text)
+def publish(name: str, results: dict, text: str) -> None:
+    write(name, results)
+    write_markdown(name, text)
     print(text)
 
 
@@ -164,7 +178,6 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)  # as rlrun's runs (trainer.num_threads)
     results: dict = {
-        "machine": machine(),
         "num_envs": args.num_envs,
         "env_steps": args.env_steps,
         "frames": args.frames,
@@ -177,17 +190,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         results["ppo"] = {b: ppo_speed(b, args.frames, root) for b in ("envpool", "gym_vector")}
-        write("atari", results, speed_table(results))
+        publish("atari", results, speed_table(results))
         if args.learn_frames:
             learned = {
-                "machine": results["machine"],
                 "learn_frames": args.learn_frames,
                 "random_play": random_play(20),
-                "runs": {
-                    f"seed {seed}": learning(args.learn_frames, seed, root) for seed in args.seeds
-                },
+                **learning(args.learn_frames, args.seeds, root),
             }
-            write("atari_learning", learned, learning_table(learned))
+            publish("atari_learning", learned, learning_table(learned))
 
 
 if __name__ == "__main__":
