@@ -56,17 +56,16 @@ class NatureCNN(nn.Module):
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         x = frames.float().div(255.0)  # uint8 -> [0, 1], here, on this module's device
-        if (
-            x.dim() == 4
-        ):  # [batch, C, H, W]: no reshape, so a traced (exported) copy takes any batch
+        # [batch, C, H, W] needs no reshape, so a traced (exported) copy takes any batch size
+        if x.dim() == 4:
             return self.dense(self.convs(x))
         batch = x.shape[:-3]
         return self.dense(self.convs(x.reshape(-1, *x.shape[-3:]))).reshape(*batch, -1)
 
 
 def _frames_shape(observation_spec: Composite) -> tuple[int, int, int]:
-    shape = tuple(observation_spec["observation"].shape[-3:])
-    if len(observation_spec["observation"].shape) < 3:
+    shape = tuple(observation_spec["observation"].shape[observation_spec.ndim :])
+    if len(shape) != 3:
         raise ConfigError(
             "policy=cnn needs image observations [frames, height, width] (an Atari env: "
             "env=pong, env=breakout or env=atari); use policy=mlp for vector observations."
