@@ -83,6 +83,24 @@ class RNGState(GlobalRNGState):
         super().load_state_dict(state)
 
 
+class FreshWorkers:
+    """The checkpoint component standing in for ``collector=ray``'s collector: nothing of its
+    workers is saved (their envs' episodes in progress, their policy copies), so a checkpoint can
+    also be taken after a worker died. A resumed run's workers start new episodes and receive
+    the restored weights."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        pass
+
+
+def collector_component(cfg: DictConfig) -> dict[str, Any]:
+    """What a checkpoint saves as ``collector`` where it is not the collector's own state."""
+    return {"collector": FreshWorkers()} if cfg.collector.kind == "ray" else {}
+
+
 def sha256(file: Path) -> str:
     with file.open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -196,7 +214,7 @@ def trainer_checkpoint_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         return {"save_trainer_interval": NEVER}
     config = composed_config(cfg)
     return {
-        "checkpoint": VerifiedCheckpoint(rng=RNGState()),
+        "checkpoint": VerifiedCheckpoint(rng=RNGState(), **collector_component(cfg)),
         "checkpoint_rotation": CheckpointRotation(
             run_dir / CHECKPOINT_DIR, keep_last=ckpt.keep, prefix=PREFIX
         ),
@@ -226,6 +244,7 @@ class SnapshotSaver:
         self.torchsnapshot = torchsnapshot
         logging.getLogger("torchsnapshot").setLevel(logging.WARNING)
         self.config = composed_config(cfg)
+        self.collector = collector_component(cfg)
         self.every = cfg.checkpoint.every_frames or NEVER
         self.keep = cfg.checkpoint.keep
         self.directory = run_dir / CHECKPOINT_DIR
@@ -233,7 +252,8 @@ class SnapshotSaver:
         self.last_saved = -1
 
     def app_state(self) -> dict[str, Any]:
-        return {k.replace(".", "__"): v for k, v in checkpoint_components(self.trainer).items()}
+        components = {**checkpoint_components(self.trainer), **self.collector}
+        return {k.replace(".", "__"): v for k, v in components.items()}
 
     def save(self) -> Path:
         """Take a snapshot in a staging folder, add its checksums, rename it into place, drop
@@ -269,6 +289,18 @@ class SnapshotSaver:
         self.trainer = trainer
         trainer.register_op("post_steps", self.maybe_save)
         trainer.register_op("shutdown", self.save_final)
+
+
+def save_now(trainer: Trainer, saver: SnapshotSaver | None) -> bool:
+    """Checkpoint the run as it is after its last complete batch (a run stopped by a failure
+    outside its loop); False when the run saves no checkpoints (``checkpoint.backend=none``)."""
+    if saver is not None:
+        saver.save_final()
+        return True
+    if trainer.checkpoint is None:
+        return False
+    trainer.save_trainer(force_save=True)
+    return True
 
 
 def checkpoint_dirs(directory: Path) -> list[Path]:

@@ -1,7 +1,9 @@
 """TorchRL collectors from the ``collector`` config group, and how each one gets the policy.
 
 ``sync`` runs TorchRL's ``Collector`` in this process; ``multi_sync`` and ``async`` run
-``MultiSyncCollector`` / ``MultiAsyncCollector`` over ``num_workers`` spawned processes.
+``MultiSyncCollector`` / ``MultiAsyncCollector`` over ``num_workers`` spawned processes; ``ray``
+runs TorchRL's ``RayCollector`` over ``num_workers`` Ray actors (``rlrun/ray_runtime.py`` starts
+or joins Ray), each a one-process ``Collector`` with its own envs.
 
 ``policy_copy`` says whether the collector may copy the policy (``rlrun/copying.py``):
 ``auto`` copies only where a device move needs it and otherwise (or when the policy cannot be
@@ -18,27 +20,35 @@ import copy
 import functools
 import logging
 import re
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 from omegaconf import DictConfig
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torchrl.collectors import BaseCollector, Collector, MultiAsyncCollector, MultiSyncCollector
+from torchrl.collectors.utils import _TrajectoryPool
 from torchrl.data import Composite, TensorSpec
 from torchrl.envs import EnvBase, Transform
 from torchrl.trainers import UpdateWeights
 from torchrl.weight_update import MultiProcessWeightSyncScheme
 
 from rlrun.copying import COPYABLE_ATTR, copy_problem, declared_not_copyable
-from rlrun.devices import Placement
+from rlrun.devices import CPU, Placement
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError, RunError
 from rlrun.policies import build_policy
 
 KINDS = {"sync": Collector, "multi_sync": MultiSyncCollector, "async": MultiAsyncCollector}
 log = logging.getLogger(__name__)
+
+
+def fresh_batches(cfg: DictConfig) -> bool:
+    """Whether every batch is collected with the weights of the latest update: not so for the
+    asynchronous collectors, whose workers go on collecting while the trainer updates."""
+    return not (cfg.kind == "async" or (cfg.kind == "ray" and not cfg.sync))
 
 
 def _worker_policy(
@@ -167,6 +177,7 @@ def make_collector(
     seed: int = 0,
     traj_ids_read: bool = False,
     exploration: TensorDictModuleBase | None = None,
+    ray_cfg: DictConfig | None = None,
 ) -> BaseCollector:
     """Build the collector that feeds the Trainer ``frames_per_batch`` frames at a time.
 
@@ -174,7 +185,8 @@ def make_collector(
     (plus ``policy_transforms``) and, with ``policy_factory``, their policy from ``policy_cfg``.
     Devices come from ``where``. ``traj_ids_read`` says whether the run reads trajectory ids
     (``collector.traj_ids=null``). ``exploration`` is the module ``policy`` ends with, if any;
-    workers that build their own policy append a copy of it.
+    workers that build their own policy append a copy of it. ``ray_cfg`` (the ``ray`` node)
+    sizes ``collector=ray``'s workers.
     """
     kind = cfg.kind
     common = {
@@ -189,42 +201,151 @@ def make_collector(
         track = traj_ids_read if cfg.traj_ids is None else cfg.traj_ids
         placement = _sync_policy(cfg, policy, where)
         return Collector(env, **placement, track_traj_ids=track, **common)
-    worker_factory = None
-    if cfg.policy_factory:
-        factory_cfg = policy_cfg.copy()
-        factory_cfg._target_ = cfg.policy_factory
-        specs = (env.observation_spec, env.full_action_spec["action"])
-        worker_factory = functools.partial(
-            _worker_policy, factory_cfg, *specs, where.collector_policy, exploration
-        )
-        try:
-            worker_factory()  # a broken factory fails here, not silently in a worker process
-        except ImportError as err:
-            raise ConfigError(f"collector.policy_factory={cfg.policy_factory}: {err}") from None
+    worker_factory = _checked_worker_factory(cfg, env, policy_cfg, where, exploration)
     make_worker_env = functools.partial(
         _worker_env, env_cfg, where.env_start_method, list(policy_transforms)
     )
-    collector = KINDS[kind](
-        [make_worker_env] * cfg.num_workers,
-        **_multi_policy(cfg, policy, worker_factory),
-        **_devices(where),
-        **common,
-    )
+    if kind == "ray":
+        collector = make_ray_collector(
+            cfg, ray_cfg, make_worker_env, policy, worker_factory, where, common
+        )
+    else:
+        collector = KINDS[kind](
+            [make_worker_env] * cfg.num_workers,
+            **_multi_policy(cfg, policy, worker_factory),
+            **_devices(where),
+            **common,
+        )
     collector.set_seed(seed)
-    if worker_factory is not None:  # workers start from the trained policy's weights
-        collector.update_policy_weights_(TensorDict.from_module(policy).data)
+    # workers start from the trained policy's weights
+    collector.update_policy_weights_(TensorDict.from_module(policy).data)
     return collector
 
 
+def _checked_worker_factory(
+    cfg: DictConfig,
+    env: EnvBase,
+    policy_cfg: DictConfig,
+    where: Placement,
+    exploration: TensorDictModuleBase | None,
+) -> Callable[[], TensorDictModuleBase] | None:
+    """The function each worker calls to build its policy (``collector.policy_factory``),
+    called once here so that a broken factory fails now rather than in a worker, or None."""
+    if not cfg.policy_factory:
+        return None
+    factory_cfg = policy_cfg.copy()
+    factory_cfg._target_ = cfg.policy_factory
+    specs = (env.observation_spec, env.full_action_spec["action"])
+    worker_factory = functools.partial(
+        _worker_policy, factory_cfg, *specs, where.collector_policy, exploration
+    )
+    try:
+        worker_factory()
+    except ImportError as err:
+        raise ConfigError(f"collector.policy_factory={cfg.policy_factory}: {err}") from None
+    return worker_factory
+
+
+class RayWorkerCollector(Collector):
+    """The ``Collector`` each Ray worker runs, its trajectory ids made distinct from the other
+    workers' (worker ``i`` of ``n`` numbers its trajectories ``i, i + n, i + 2n, ...``) so that
+    batches merged from several workers keep trajectories apart, as ``MultiSyncCollector``
+    does for its processes (the slice samplers split trajectories by these ids)."""
+
+    def __init__(self, *args, traj_id_stride: int = 1, **kwargs) -> None:
+        self._traj_pool_val = _StridedTrajectoryPool(traj_id_stride, kwargs.get("worker_idx") or 0)
+        super().__init__(*args, **kwargs)
+
+    def __repr__(self) -> str:  # Ray prefixes each line a worker prints with it
+        return f"collector worker {self.worker_idx}"
+
+
+class _StridedTrajectoryPool(_TrajectoryPool):
+    def __init__(self, stride: int, offset: int) -> None:
+        super().__init__()
+        self.stride, self.offset = stride, offset
+
+    def get_traj_and_increment(self, n: int = 1, device=None) -> torch.Tensor:
+        return super().get_traj_and_increment(n, device) * self.stride + self.offset
+
+
+def _worker_options(common: dict) -> dict:
+    keys = ("auto_register_policy_transforms", "compile_policy", "cudagraph_policy")
+    return {key: common[key] for key in keys}
+
+
+def make_ray_collector(
+    cfg: DictConfig,
+    ray_cfg: DictConfig,
+    make_worker_env: Callable[[], EnvBase],
+    policy: TensorDictModule,
+    worker_factory: Callable[[], TensorDictModule] | None,
+    where: Placement,
+    common: dict,
+) -> BaseCollector:
+    """TorchRL's ``RayCollector`` over ``cfg.num_workers`` actors, each running a
+    :class:`RayWorkerCollector` on envs it builds itself. Its policy is pickled (from the CPU)
+    or built by ``worker_factory``; TorchRL's Ray weight-sync scheme then sends the trained
+    weights. Batches cross Ray's object store on the CPU and are stored on the learner's side."""
+    from torchrl.collectors.distributed import RayCollector
+
+    num_gpus = ray_cfg.worker_gpus
+    if num_gpus is None:  # the workers share one GPU when their policy runs on CUDA
+        num_gpus = 1 / cfg.num_workers if where.collector_policy.type == "cuda" else 0
+    sync = cfg.sync
+
+    def merge_workers(batch: TensorDictBase) -> TensorDictBase:
+        # sync: [worker, env, time] -> [worker * env, time], the layout of the other collectors
+        batch = batch.flatten(0, 1) if sync and batch.ndim > 2 else batch
+        return batch.to(where.storing, non_blocking=True)
+
+    if worker_factory is not None:
+        policies = {"policy_factory": worker_factory}
+    else:
+        _multi_policy(cfg, policy, None)  # refused here when it cannot be pickled
+        cpu_policy = policy if _param_device(policy) in (None, CPU) else copy.deepcopy(policy).cpu()
+        policies = {"policy": cpu_policy}
+    return RayCollector(
+        [make_worker_env] * cfg.num_workers,
+        **policies,
+        frames_per_batch=common["frames_per_batch"],
+        total_frames=common["total_frames"],
+        init_random_frames=common["init_random_frames"],
+        sync=sync,
+        collector_class=RayWorkerCollector,
+        collector_kwargs={"traj_id_stride": cfg.num_workers, **_worker_options(common)},
+        policy_device=where.collector_policy,
+        storing_device=CPU,  # what crosses the object store
+        remote_configs={
+            "num_cpus": ray_cfg.worker_cpus,
+            "num_gpus": num_gpus,
+        },
+        postproc=merge_workers,
+    )
+
+
 @contextmanager
-def worker_failures() -> Iterator[None]:
+def worker_failures(save: Callable[[], bool] | None = None) -> Iterator[None]:
     """A worker process that dies ends the run with one line (TorchRL raises a bare
-    RuntimeError; the worker printed its own traceback). The collector is shut down after."""
+    RuntimeError, Ray an ``ActorDiedError``; the worker printed its own traceback). ``save``
+    (``collector=ray``, whose checkpoints do not read the workers) checkpoints the run as it
+    was after its last complete batch and says whether it did. The collector is shut down after."""
     try:
         yield
-    except RuntimeError as err:
+    except Exception as err:
+        ray = sys.modules.get("ray")
+        if ray is not None and isinstance(err, ray.exceptions.RayActorError):
+            pid = re.search(r"pid: (\d+)", str(err))
+            which = f"collector worker (pid {pid[1]})" if pid else "a collector worker"
+            kept = "checkpoints saved before are kept"
+            if save is not None and save():
+                kept = "it saved a checkpoint of its last complete batch"
+            raise RunError(
+                f"{which} died; Ray's report is above. The run stopped; {kept} "
+                "(resume= continues from it)."
+            ) from None
         found = re.search(r"worker (\d+) \(exit code (-?\d+)\)", str(err))
-        if "process failed" not in str(err) or found is None:
+        if not isinstance(err, RuntimeError) or "process failed" not in str(err) or not found:
             raise
         raise RunError(
             f"collector worker {found[1]} died (exit code {found[2]}); its traceback is above. "

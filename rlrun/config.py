@@ -35,7 +35,7 @@ PolicyKind = _choices("PolicyKind", "mlp", "lstm", "gru", "cnn")
 Activation = _choices("Activation", "tanh", "relu", "elu", "gelu")
 RegressionLoss = _choices("RegressionLoss", "l2", "smooth_l1", "l1")
 TargetUpdate = _choices("TargetUpdate", "hard", "soft")
-CollectorKind = _choices("CollectorKind", "sync", "multi_sync", "async")
+CollectorKind = _choices("CollectorKind", "sync", "multi_sync", "async", "ray")
 PolicyCopy = _choices("PolicyCopy", "auto", "always", "never")
 Storage = _choices("Storage", "tensor", "memmap")
 Sampler = _choices("Sampler", "random", "prioritized", "without_replacement", "slice")
@@ -204,6 +204,21 @@ class CollectorConfig:
     policy_copy: PolicyCopy = MISSING
     policy_factory: str | None = MISSING
     traj_ids: bool | None = MISSING
+    sync: bool = MISSING
+
+
+@dataclass
+class RayConfig:
+    """The Ray runtime of ``collector=ray`` (read by ``rlrun/ray_runtime.py``)."""
+
+    address: str | None = MISSING
+    num_cpus: int | None = ranged(1)
+    num_gpus: int | None = ranged(0)
+    object_store_memory: int | None = ranged(1)
+    runtime_env: dict[str, Any] = MISSING
+    include_dashboard: bool = MISSING
+    worker_cpus: float = ranged(**POSITIVE)
+    worker_gpus: float | None = ranged(0)
 
 
 @dataclass
@@ -298,6 +313,7 @@ class RootConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
     hooks: dict[str, Any] = field(default_factory=dict)
 
 

@@ -49,9 +49,16 @@ from rlrun.checkpoints import (
     SnapshotSaver,
     find_checkpoint,
     load_checkpoint,
+    save_now,
     trainer_checkpoint_kwargs,
 )
-from rlrun.collectors import make_collector, runs_in_place, weight_sync_hook, worker_failures
+from rlrun.collectors import (
+    fresh_batches,
+    make_collector,
+    runs_in_place,
+    weight_sync_hook,
+    worker_failures,
+)
 from rlrun.copying import check_loss_trains_in_place
 from rlrun.devices import on_device, placement
 from rlrun.envs import make_env
@@ -69,6 +76,7 @@ from rlrun.hooks import (
 from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
 from rlrun.pruning import is_pruned, register_pruning
+from rlrun.ray_runtime import ray_session, uses_ray
 from rlrun.resume import preemption_signals, requeue_if_preempted, requeued_checkpoint
 from rlrun.updates import UpdateStep, make_optimizer
 from rlrun.validation import validate
@@ -167,13 +175,15 @@ def build_trainer(
     hooks = parse_hooks(cfg.hooks)  # checked before anything heavy is built
     torch.set_num_threads(cfg.trainer.num_threads or 1)
     seed_everything(cfg.seed)
+    if uses_ray(cfg):  # started (or joined) here, stopped after everything else (ray_runtime.py)
+        started.enter_context(ray_session(cfg.ray))
 
     env = make_env(cfg.env, seed=cfg.seed, start_method=where.env_start_method)  # on the CPU
     action_spec = env.full_action_spec["action"]
     ac = build_policy(cfg.policy, env.observation_spec, action_spec, where.learner)
     for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
         env.append_transform(transform)
-    fresh = cfg.collector.kind != "async"  # async batches come from the previous weights
+    fresh = fresh_batches(cfg.collector)
     algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch, where.learner, fresh)
     if cfg.env.atari is not None and cfg.env.atari.episodic_life:  # rlrun/atari.py
         algo.episodes_end_at(END_OF_LIFE)
@@ -193,6 +203,7 @@ def build_trainer(
         # the slice samplers (algo's buffer or hooks=[replay_buffer]) read trajectory ids
         traj_ids_read=cfg.replay_buffer.sampler == "slice" or cfg.replay_buffer.single_frames,
         exploration=algo.exploration,
+        ray_cfg=cfg.ray,
     )
     started.callback(collector.shutdown)
     replay_buffer = None
@@ -340,7 +351,8 @@ def run_job(cfg: DictConfig) -> float | None:
             load_checkpoint(trainer, checkpoint, saver)
             continue_progress_bar(trainer)
             log.info("resumed from %s at %d frames", checkpoint, trainer.collected_frames)
-        with stop_on_signals(trainer) as signals, worker_failures():
+        save = functools.partial(save_now, trainer, saver) if uses_ray(cfg) else None
+        with stop_on_signals(trainer) as signals, worker_failures(save):
             trainer.train()
             if saver is not None:
                 saver.save_final()

@@ -38,6 +38,8 @@ EXTRAS = {
     "ale_py": "atari",
     "cv2": "atari",
     "envpool": "envpool",
+    "ray": "ray",
+    "hydra_plugins.hydra_ray_launcher": "ray",
 }
 SEQUENCE_ALGORITHMS = ("ppo",)  # those that train recurrent policies on whole sequences
 RECURRENT_KINDS = ("lstm", "gru")
@@ -116,6 +118,8 @@ def check_optional_packages(cfg: DictConfig) -> None:
         _need("cv2", "the Atari preprocessing (env.atari)")
     if cfg.env.backend == "envpool":
         _need("envpool", "env.backend=envpool")
+    if cfg.collector.kind == "ray":
+        _need("ray", "collector=ray")
     hydra = cfg.get("hydra")
     if hydra is not None:
         for group in ("launcher", "sweeper"):
@@ -269,6 +273,12 @@ def check_collector(cfg: DictConfig, env: DictConfig) -> None:
         raise ConfigError(
             "env.normalize_observations=true keeps its statistics in this process, where "
             "evaluation and checkpoints read them; use collector=sync with env.parallel=false."
+        )
+    if cfg.kind == "ray" and cfg.sync and cfg.frames_per_batch % cfg.num_workers:
+        raise ConfigError(
+            f"collector.frames_per_batch={cfg.frames_per_batch} must divide among the "
+            f"{cfg.num_workers} workers of collector=ray (collector.sync=true: each collects "
+            "an equal share); change either, or set collector.sync=false."
         )
     if cfg.kind == "sync":
         if cfg.policy_factory:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +43,47 @@ def run_rlrun(
     if check and proc.returncode != 0:
         raise AssertionError(f"rlrun {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def run_in_session(
+    *args: str, cwd: Path, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``rlrun ARGS`` in a session of its own, and the processes of that session still alive
+    after it ended (see :func:`leftovers`)."""
+    proc = subprocess.Popen(
+        [RLRUN, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return done, leftovers(proc.pid)
+
+
+def session_processes(sid: int) -> list[str]:
+    """``state comm`` of the live processes in session ``sid``: a run's children stay in it
+    (worker processes, and a local Ray's GCS, raylet and workers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # the process ended while we looked
+        comm, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
+        if int(fields[3]) == sid and fields[0] not in "ZX":
+            found.append(f"{fields[0]} {comm}")
+    return found
+
+
+def leftovers(sid: int, grace_s: float = 10.0) -> list[str]:
+    """Processes of session ``sid`` still alive after ``grace_s`` (time to finish exiting)."""
+    deadline = time.monotonic() + grace_s
+    while (alive := session_processes(sid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
 
 
 def run_without(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:

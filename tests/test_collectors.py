@@ -20,6 +20,7 @@ from conftest import (
     compose,
     cpu_placement,
     csv_series,
+    leftovers,
     run_dirs,
     run_rlrun,
     summary,
@@ -32,28 +33,6 @@ USER_PATH = {"PYTHONPATH": os.pathsep.join([str(EXAMPLES), str(ROOT / "tests"), 
 LOCKED = "policy._target_=collector_policies.build_locked"
 AUTO_WARNING = "collector.policy_copy=auto: the policy cannot be copied"
 LOCK_ERROR = "UndeclaredLockedMLP (inside ProbabilisticActor) failed to"
-
-
-def _session_processes(sid: int) -> list[str]:
-    """``state comm`` of the live processes in session ``sid`` (a run's children stay in it)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue  # the process ended while we looked
-        comm, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
-        if int(fields[3]) == sid and fields[0] not in "ZX":
-            found.append(f"{fields[0]} {comm}")
-    return found
-
-
-def _leftovers(sid: int, grace_s: float = 10.0) -> list[str]:
-    """Processes of session ``sid`` still alive after ``grace_s`` (time to finish exiting)."""
-    deadline = time.monotonic() + grace_s
-    while (alive := _session_processes(sid)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return alive
 
 
 def test_copy_probe_names_the_culprit_and_leaves_the_policy_intact(monkeypatch) -> None:
@@ -194,7 +173,7 @@ def test_multi_sync_refuses_unpicklable_policy_before_any_process(workdir: Path)
     assert f"{LOCK_ERROR} pickle" in stderr and "collector.policy_factory" in stderr
     assert "Traceback" not in stderr
     assert time.monotonic() - start < 90
-    assert _leftovers(proc.pid) == []
+    assert leftovers(proc.pid) == []
 
 
 def test_a_dying_worker_ends_the_run_with_one_line_and_no_leftovers(workdir: Path) -> None:
@@ -214,7 +193,7 @@ def test_a_dying_worker_ends_the_run_with_one_line_and_no_leftovers(workdir: Pat
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("rlrun: error: collector worker ") and "died (exit code 1)" in last
     assert "Error executing job" not in stderr  # no traceback of the main process
-    assert _leftovers(proc.pid) == []
+    assert leftovers(proc.pid) == []
     result = summary(run_dirs(workdir)[0])
     assert result["status"] == "failed" and result["error"].startswith("RunError: collector worker")
 
