@@ -15,7 +15,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import RLRUN, TINY, leftovers, run_dirs, run_in_session, run_rlrun, series, summary
+from conftest import (
+    RLRUN,
+    TINY,
+    leftovers,
+    run_dirs,
+    run_in_session,
+    run_rlrun,
+    run_without,
+    series,
+    summary,
+)
 
 pytestmark = pytest.mark.xdist_group("ray")  # one Ray at a time: its tests share a worker
 
@@ -172,6 +182,15 @@ def test_no_cluster_at_the_address_is_one_line(workdir: Path) -> None:
     assert time.monotonic() - start < 60  # Ray alone would retry for minutes
 
 
+def test_collector_ray_without_the_extra_names_it(workdir: Path) -> None:
+    proc = run_without("ray", "+experiment=ppo", "collector=ray", cwd=workdir)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "rlrun: error: collector=ray needs the ray package: pip install 'rlrun[ray]'."
+    )
+    assert not (workdir / "outputs").exists()
+
+
 def test_sync_batches_must_divide_among_workers(workdir: Path) -> None:
     proc = run_rlrun(
         "+experiment=ppo", "collector=ray", "collector.num_workers=3", cwd=workdir, check=False
@@ -183,9 +202,11 @@ def test_sync_batches_must_divide_among_workers(workdir: Path) -> None:
 
 @pytest.mark.slow
 def test_ppo_on_ray_learns_cartpole_in_the_sync_collectors_budget(workdir: Path) -> None:
-    """The same budget, seed and batches as the sync collector's check (tests/test_ppo.py)."""
+    """The sync collector's check (tests/test_ppo.py): same budget, seed and batch layout
+    (2 workers of 8 envs: [16 envs, 32 steps] per batch, as one collector of 16 envs)."""
     run_rlrun(
-        "+experiment=ppo", "collector=ray", *SMALL_RAY, "trainer.total_frames=30720",
+        "+experiment=ppo", "collector=ray", "env.num_envs=8", *SMALL_RAY,
+        "trainer.total_frames=30720",
         "trainer.progress_bar=false", "seed=1", cwd=workdir, timeout=600,
     )  # fmt: skip
     (run_dir,) = run_dirs(workdir)
