@@ -63,10 +63,9 @@ def run_in_session(
     return done, leftovers(proc.pid)
 
 
-def session_processes(sid: int) -> list[str]:
-    """``state comm`` of the live processes in session ``sid``: a run's children stay in it
-    (worker processes, and a local Ray's GCS, raylet and workers)."""
-    found = []
+def _session(sid: int) -> Iterator[tuple[int, str]]:
+    """``(pid, "state comm")`` of the live processes in session ``sid``: a run's children stay
+    in it (worker processes, and a local Ray's GCS, raylet and workers)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
@@ -74,8 +73,17 @@ def session_processes(sid: int) -> list[str]:
             continue  # the process ended while we looked
         comm, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
         if int(fields[3]) == sid and fields[0] not in "ZX":
-            found.append(f"{fields[0]} {comm}")
-    return found
+            yield int(stat.parent.name), f"{fields[0]} {comm}"
+
+
+def session_processes(sid: int) -> list[str]:
+    """``state comm`` of the live processes in session ``sid``."""
+    return [what for _, what in _session(sid)]
+
+
+def session_pids(sid: int) -> list[int]:
+    """The pids of the live processes in session ``sid``."""
+    return [pid for pid, _ in _session(sid)]
 
 
 def leftovers(sid: int, grace_s: float = 10.0) -> list[str]:

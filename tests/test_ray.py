@@ -3,6 +3,7 @@ training, resume, a cluster joined with ``ray.address=auto``, a killed worker, l
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -24,6 +25,7 @@ from conftest import (
     run_rlrun,
     run_without,
     series,
+    session_pids,
     summary,
 )
 
@@ -147,8 +149,10 @@ def ray_cluster() -> Iterator[tuple[str, str]]:
     assert ours, "ray start left no process behind"
     yield f"127.0.0.1:{port}", temp
     sessions = {os.getsid(pid) for pid in ours if Path(f"/proc/{pid}").exists()}
-    for sid in sessions:
-        os.killpg(sid, signal.SIGKILL)
+    for sid in sessions:  # every process of the session: Ray's daemons have their own groups
+        for pid in session_pids(sid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         assert leftovers(sid) == []
     shutil.rmtree(temp, ignore_errors=True)
 
