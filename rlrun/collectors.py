@@ -178,6 +178,7 @@ def make_collector(
     traj_ids_read: bool = False,
     exploration: TensorDictModuleBase | None = None,
     ray_cfg: DictConfig | None = None,
+    remote_learners: bool = False,
 ) -> BaseCollector:
     """Build the collector that feeds the Trainer ``frames_per_batch`` frames at a time.
 
@@ -186,7 +187,8 @@ def make_collector(
     Devices come from ``where``. ``traj_ids_read`` says whether the run reads trajectory ids
     (``collector.traj_ids=null``). ``exploration`` is the module ``policy`` ends with, if any;
     workers that build their own policy append a copy of it. ``ray_cfg`` (the ``ray`` node)
-    sizes ``collector=ray``'s workers.
+    sizes ``collector=ray``'s workers. With ``remote_learners`` (``trainer.learner_backend=ray``)
+    the workers get their weights from learner rank 0 only, which sets up the weight sync.
     """
     kind = cfg.kind
     common = {
@@ -217,8 +219,8 @@ def make_collector(
             **common,
         )
     collector.set_seed(seed)
-    # workers start from the trained policy's weights
-    collector.update_policy_weights_(TensorDict.from_module(policy).data)
+    if not remote_learners:  # workers start from the trained policy's weights
+        collector.update_policy_weights_(TensorDict.from_module(policy).data)
     return collector
 
 

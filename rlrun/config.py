@@ -38,6 +38,7 @@ TargetUpdate = _choices("TargetUpdate", "hard", "soft")
 CollectorKind = _choices("CollectorKind", "sync", "multi_sync", "async", "ray")
 PolicyCopy = _choices("PolicyCopy", "auto", "always", "never")
 Storage = _choices("Storage", "tensor", "memmap")
+LearnerBackend = _choices("LearnerBackend", "local", "ray")
 Sampler = _choices("Sampler", "random", "prioritized", "without_replacement", "slice")
 WandbMode = _choices("WandbMode", "online", "offline", "disabled", "auto")
 CheckpointBackend = _choices("CheckpointBackend", "torch", "torchsnapshot", "none")
@@ -258,6 +259,8 @@ class TrainerConfig:
     log_every_frames: int = ranged(0)
     progress_bar: bool = MISSING
     num_threads: int | None = ranged(1)
+    learner_backend: LearnerBackend = MISSING
+    num_learners: int = ranged(1)
 
 
 @dataclass

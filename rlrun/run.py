@@ -73,6 +73,12 @@ from rlrun.hooks import (
     parse_hooks,
     register_config_hooks,
 )
+from rlrun.learners import (
+    RemoteLearners,
+    learner_options,
+    make_remote_replay_buffer,
+    remote_learners,
+)
 from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
 from rlrun.pruning import is_pruned, register_pruning
@@ -204,25 +210,39 @@ def build_trainer(
         traj_ids_read=cfg.replay_buffer.sampler == "slice" or cfg.replay_buffer.single_frames,
         exploration=algo.exploration,
         ray_cfg=cfg.ray,
+        remote_learners=remote_learners(cfg),
     )
     started.callback(collector.shutdown)
+    remote = remote_learners(cfg)  # optimised on Ray actors (rlrun/learners.py)
     replay_buffer = None
-    if algo.off_policy:
+    if remote:
+        replay_buffer = make_remote_replay_buffer(cfg.replay_buffer, cfg.trainer.num_learners)
+    elif algo.off_policy:
         replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, where, cfg.env.atari)
     cudagraphs = cfg.algo.get("cudagraphs", False)  # needs a capturable optimiser
     optimizer = make_optimizer(cfg.optim, algo.loss, where, cudagraphs)
-    update = UpdateStep(
-        algo.loss,
-        optimizer,
-        algo.max_grad_norm,
-        where.learner,
-        compile=cfg.algo.get("compile", False),
-        cudagraphs=cudagraphs,
-    )
+    update = None  # remote: TorchRL's own step, its loss through DDP, on each learner
+    if not remote:
+        update = UpdateStep(
+            algo.loss,
+            optimizer,
+            algo.max_grad_norm,
+            where.learner,
+            compile=cfg.algo.get("compile", False),
+            cudagraphs=cudagraphs,
+        )
     logger = make_logger(cfg.logger, run_dir, exp_name=run_dir.name)
     started.callback(logger.close)
     logger.log_hparams(cfg)
 
+    backend = {}
+    if remote:
+        backend = {
+            "learner_backend": "ray",
+            "learner_backend_options": learner_options(cfg, where.learner),
+            "batch_size": cfg.replay_buffer.batch_size,  # global: split over the learners
+            "clip_norm": algo.max_grad_norm,
+        }
     trainer = Trainer(
         collector=collector,
         total_frames=cfg.trainer.total_frames,
@@ -238,16 +258,22 @@ def build_trainer(
         auto_log_optim_steps=False,
         replay_buffer=replay_buffer,  # registered in the checkpoint by the Trainer
         target_net_updater=algo.target_updater,
+        **backend,
         **trainer_checkpoint_kwargs(cfg, run_dir),
     )
-    if replay_buffer is not None:
-        make_replay_buffer_hook(replay_buffer, where).register(trainer)
-    for hook in [*algo.hooks, stats, LossLog()]:
-        hook.register(trainer)
-    if runs_in_place(collector, policy):
-        check_loss_trains_in_place(algo.loss, policy)
+    if remote:  # the learners sample, update their targets and send rank 0's weights to the
+        # collector workers themselves; the driver logs their losses and keeps a current actor
+        RemoteLearners(trainer, ac.actor).register(trainer)
+        stats.register(trainer)
     else:
-        weight_sync_hook(collector, policy).register(trainer)
+        if replay_buffer is not None:
+            make_replay_buffer_hook(replay_buffer, where).register(trainer)
+        for hook in [*algo.hooks, stats, LossLog()]:
+            hook.register(trainer)
+        if runs_in_place(collector, policy):
+            check_loss_trains_in_place(algo.loss, policy)
+        else:
+            weight_sync_hook(collector, policy).register(trainer)
     if cfg.optim.anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
     obs_stats = next((t for t in env.transform if isinstance(t, VecNormV2)), None)
@@ -351,7 +377,11 @@ def run_job(cfg: DictConfig) -> float | None:
             load_checkpoint(trainer, checkpoint, saver)
             continue_progress_bar(trainer)
             log.info("resumed from %s at %d frames", checkpoint, trainer.collected_frames)
-        save = functools.partial(save_now, trainer, saver) if uses_ray(cfg) else None
+        # a worker's death: saved as of the last batch, unless the learners (and the state a
+        # checkpoint reads from them) are already gone with the Trainer's loop
+        save = None
+        if uses_ray(cfg) and not remote_learners(cfg):
+            save = functools.partial(save_now, trainer, saver)
         with stop_on_signals(trainer) as signals, worker_failures(save):
             trainer.train()
             if saver is not None:

@@ -58,6 +58,7 @@ def validate(cfg: DictConfig) -> None:
     from rlrun.devices import placement  # imports torch
 
     placement(cfg)  # devices that exist, and combinations that can work
+    check_learners(cfg)
     check_policy(cfg.policy)
     check_targets(cfg)
     check_env(cfg)
@@ -419,3 +420,143 @@ def check_command_line(args: list[str]) -> None:
                 if len(jobs) == 1:
                     raise
                 raise ConfigError(f"in the sweep's job {' '.join(job)}: {err}") from None
+
+
+# trainer.learner_backend=ray (rlrun/learners.py): the stages TorchRL 0.14.1 still runs on the
+# driver; the others run inside the optimisation loop, on the learners
+DRIVER_STAGES = (
+    "batch_process",
+    "post_steps",
+    "pre_steps_log",
+    "post_steps_log",
+    "setup",
+    "shutdown",
+)
+REMOTE_ALGORITHMS = ("sac",)
+LEARNER_CPUS = 1  # CPUs reserved by each learner actor
+
+
+def check_learners(cfg: DictConfig) -> None:
+    """What ``trainer.learner_backend=ray`` cannot run (``rlrun/learners.py``)."""
+    n = cfg.trainer.num_learners
+    if cfg.trainer.learner_backend != "ray":
+        if n != 1:
+            raise ConfigError(
+                f"trainer.num_learners={n} needs trainer.learner_backend=ray (the local "
+                "backend optimises in this process)."
+            )
+        return
+    why = "with trainer.learner_backend=ray"
+    algo = cfg.algo.name
+    if algo == "ppo":
+        raise ConfigError(
+            f"algo=ppo cannot train {why}: the Ray learners sample a replay buffer, PPO trains "
+            "on each fresh batch; use trainer.learner_backend=local."
+        )
+    if algo not in REMOTE_ALGORITHMS:
+        raise ConfigError(
+            f"algo={algo} cannot train {why}: its exploration module (annealed in this "
+            "process) is not part of the weights the learners send to the collector workers; "
+            f"use algo={' or algo='.join(REMOTE_ALGORITHMS)}, or trainer.learner_backend=local."
+        )
+    if cfg.collector.kind != "ray":
+        raise ConfigError(
+            f"collector={cfg.collector.kind} cannot feed Ray learners ({why}): they send "
+            "their weights to Ray collector workers; use collector=ray."
+        )
+    rb = cfg.replay_buffer
+    if rb.batch_size % n:
+        raise ConfigError(
+            f"replay_buffer.batch_size={rb.batch_size} must be divisible by "
+            f"trainer.num_learners={n} (each learner samples batch_size / num_learners)."
+        )
+    plain = {"single_frames": False, "storage": "tensor", "sampler": "random", "prefetch": None}
+    for key, value in plain.items():
+        if (rb[key] or None) != (value or None):
+            raise ConfigError(
+                f"replay_buffer.{key}={rb[key]} is not supported {why}: the learners sample a "
+                f"Ray actor's in-memory buffer with a random sampler; set "
+                f"replay_buffer.{key}={'null' if value is None else str(value).lower()}."
+            )
+    if rb.transforms:
+        raise ConfigError(
+            f"replay_buffer.transforms are not supported {why} (the buffer is a Ray actor's); "
+            "set replay_buffer.transforms=[]."
+        )
+    for key in ("compile", "cudagraphs"):
+        if cfg.algo.get(key, False):
+            raise ConfigError(
+                f"algo.{key}=true is not supported {why}: the learners run TorchRL's own "
+                f"optimisation step; set algo.{key}=false."
+            )
+    if cfg.optim.anneal_lr:
+        raise ConfigError(
+            f"optim.anneal_lr=true is not supported {why}: the learners own their optimisers; "
+            "set optim.anneal_lr=false."
+        )
+    if cfg.checkpoint.backend == "torchsnapshot":
+        raise ConfigError(
+            f"checkpoint.backend=torchsnapshot cannot save the Ray learners' state ({why}); "
+            "use checkpoint.backend=torch."
+        )
+    check_learner_hooks(cfg.hooks)
+    check_ray_size(cfg)
+
+
+def check_learner_hooks(hooks: DictConfig) -> None:
+    """With Ray learners, config hooks run in this process: only at the driver's stages."""
+    from rlrun.hooks import parse_hooks
+
+    for entry in parse_hooks(hooks):
+        if entry.builtin is not None:
+            raise ConfigError(
+                f"hooks.{entry.name}: built-in hooks are not supported with "
+                "trainer.learner_backend=ray (the optimisation runs on the Ray learners); "
+                "drop it or use trainer.learner_backend=local."
+            )
+        refused = [point for point in entry.points if point not in DRIVER_STAGES]
+        if refused:
+            raise ConfigError(
+                f"hooks.{entry.name}.at={refused[0]} runs inside the optimisation loop, which "
+                "runs on the Ray learners with trainer.learner_backend=ray; use one of: "
+                f"{', '.join(DRIVER_STAGES)}."
+            )
+
+
+def check_ray_size(cfg: DictConfig) -> None:
+    """A local Ray must offer a CPU (on CUDA: also a whole GPU, for NCCL) to each learner, and
+    the collector workers theirs; otherwise the learners wait for their placement group until
+    TorchRL's setup timeout."""
+    import math
+    import os
+
+    import torch
+
+    from rlrun.devices import placement
+
+    ray_cfg, n, workers = cfg.ray, cfg.trainer.num_learners, cfg.collector.num_workers
+    if ray_cfg.address is not None:
+        return  # a cluster: its own size
+    need = n * LEARNER_CPUS + workers * math.ceil(ray_cfg.worker_cpus)
+    have = ray_cfg.num_cpus if ray_cfg.num_cpus is not None else os.cpu_count() or 1
+    if have < need:
+        raise ConfigError(
+            f"the local Ray offers {have} CPUs, but {n} learners ({LEARNER_CPUS} each) and "
+            f"{workers} collector workers ({ray_cfg.worker_cpus} each) need {need}; set "
+            f"ray.num_cpus={need} (logical CPUs may exceed the machine's) or fewer "
+            "trainer.num_learners."
+        )
+    where = placement(cfg)
+    if where.learner.type != "cuda":
+        return
+    worker_gpus = ray_cfg.worker_gpus  # untested here (no GPU)
+    if worker_gpus is None:
+        worker_gpus = 1 / workers if where.collector_policy.type == "cuda" else 0
+    need_gpus = n + math.ceil(worker_gpus * workers)
+    have_gpus = ray_cfg.num_gpus if ray_cfg.num_gpus is not None else torch.cuda.device_count()
+    if have_gpus < need_gpus:
+        raise ConfigError(
+            f"trainer.num_learners={n} on CUDA need a whole GPU each (NCCL), {need_gpus} with "
+            f"the collector workers', but the local Ray offers {have_gpus}; use fewer "
+            "trainer.num_learners or device=cpu."
+        )

@@ -1,0 +1,150 @@
+"""``trainer.learner_backend=ray`` through the console script: SAC optimised on two Ray learner
+actors (DDP, gloo), stopped by SIGTERM with a checkpoint, resumed with the learners' state; and
+what cannot run remotely, refused in one line before anything is written."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import RLRUN, leftovers, run_dirs, run_in_session, run_rlrun, series, summary
+
+pytestmark = pytest.mark.xdist_group("ray")  # one Ray at a time: its tests share a worker
+
+LEARNERS = [
+    "+experiment=sac",
+    "collector=ray",
+    "trainer.learner_backend=ray",
+    "trainer.num_learners=2",
+    "ray.num_cpus=4",  # 2 learners + 1 collector worker (logical CPUs on this 2-core box)
+    "trainer.progress_bar=false",
+    "collector.init_random_frames=200",  # optimised from the first batch of 200 frames on
+    "replay_buffer.batch_size=64",
+    "algo.utd_ratio=0.25",  # 50 steps per batch of 200 frames
+    "policy.hidden_sizes=[64,64]",
+    "eval=none",
+]
+
+
+def _checkpoints(workdir: Path) -> list[Path]:
+    return sorted(workdir.glob("outputs/*/*/checkpoints/checkpoint-*"))
+
+
+def test_sac_on_two_learners_stops_on_sigterm_and_resumes(workdir: Path) -> None:
+    args = [*LEARNERS, "trainer.total_frames=20000", "checkpoint.every_frames=200"]
+    proc = subprocess.Popen(
+        [RLRUN, *args], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        # a checkpoint after two optimised batches
+        while not any(p.name >= "checkpoint-000000000400" for p in _checkpoints(workdir)):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no checkpoint after an optimised batch"
+            time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGTERM)  # the rlrun process only
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert leftovers(proc.pid) == []
+    assert "rlrun: interrupted" in stdout
+    (run,) = run_dirs(workdir)
+    stopped = summary(run)
+    assert stopped["status"] == "interrupted"
+    frames = stopped["frames"]
+    assert 400 <= frames < 20000
+    assert (run / "checkpoints" / f"checkpoint-{frames:012d}").is_dir()
+    steps = series(run, "optim_steps")
+    assert steps[-1] == (frames, frames / 200 * 50)  # 50 steps a batch
+
+    more = frames + 400
+    done, left = run_in_session(f"resume={run}", f"trainer.total_frames={more}", cwd=workdir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert left == []
+    assert summary(run)["status"] == "completed"
+    assert summary(run)["frames"] == more
+    # frames and optimisation steps go on from the checkpoint: the learners' state came back
+    after = [row for row in series(run, "optim_steps") if row[0] > frames]
+    assert after == [(frames + 200, steps[-1][1] + 50), (more, steps[-1][1] + 100)]
+    assert all(v == v for _, v in series(run, "loss_qvalue"))  # finite, logged on the driver
+
+
+REFUSED = {
+    "ppo": (["+experiment=ppo", "collector=ray"], "algo=ppo cannot train"),
+    "dqn": (["+experiment=dqn", "collector=ray"], "algo=dqn cannot train"),
+    "td3": (
+        ["+experiment=td3_mujoco", "env=pendulum", "collector=ray"],
+        "algo=td3 cannot train",
+    ),
+    "collector": (["+experiment=sac", "collector=sync"], "collector=sync cannot feed"),
+    "batch": (
+        ["+experiment=sac", "collector=ray", "replay_buffer.batch_size=255"],
+        "replay_buffer.batch_size=255 must be divisible",
+    ),
+    "single_frames": (
+        [
+            "+experiment=sac",
+            "env=pong",
+            "policy=cnn",
+            "collector=ray",
+            "replay_buffer.single_frames=true",
+        ],
+        "replay_buffer.single_frames=True is not supported",
+    ),
+    "sampler": (
+        ["+experiment=sac", "collector=ray", "replay_buffer.sampler=prioritized"],
+        "replay_buffer.sampler=prioritized is not supported",
+    ),
+    "compile": (["+experiment=sac", "collector=ray", "algo.compile=true"], "algo.compile=true"),
+    "anneal_lr": (["+experiment=sac", "collector=ray", "optim.anneal_lr=true"], "optim.anneal_lr"),
+    "torchsnapshot": (
+        ["+experiment=sac", "collector=ray", "checkpoint=torchsnapshot"],
+        "checkpoint.backend=torchsnapshot cannot save",
+    ),
+    "builtin_hook": (
+        ["+experiment=sac", "collector=ray", "hooks=[clear_cuda_cache]"],
+        "built-in hooks are not supported",
+    ),
+    "hook_stage": (
+        [
+            "+experiment=sac",
+            "collector=ray",
+            "+hooks.mine._target_=collections.Counter",
+            "+hooks.mine.at=post_optim",
+        ],
+        "hooks.mine.at=post_optim runs inside the optimisation loop",
+    ),
+    "ray_size": (
+        ["+experiment=sac", "collector=ray", "ray.num_cpus=2"],
+        "need 4; set ray.num_cpus=4",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_what_cannot_run_on_ray_learners_is_refused_in_one_line(workdir: Path, case: str) -> None:
+    if case == "single_frames":  # only Atari's stacked frames have it
+        pytest.importorskip("ale_py")
+        pytest.importorskip("cv2")
+    args, expected = REFUSED[case]
+    learners = ["trainer.learner_backend=ray", "trainer.num_learners=2"]
+    size = [] if case == "ray_size" else ["ray.num_cpus=4"]
+    proc = run_rlrun(*args, *learners, *size, cwd=workdir, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], proc.stderr
+    assert not (workdir / "outputs").exists()
+
+
+def test_num_learners_needs_the_ray_backend(workdir: Path) -> None:
+    proc = run_rlrun("+experiment=sac", "trainer.num_learners=2", cwd=workdir, check=False)
+    assert proc.returncode == 2
+    assert "trainer.num_learners=2 needs trainer.learner_backend=ray" in proc.stderr
+    assert not (workdir / "outputs").exists()
