@@ -80,6 +80,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    # importing torchrl loads mujoco's EGL renderer, whose PyOpenGL logs "No OpenGL_accelerate
+    # module loaded" at INFO; in a launcher's worker that comes after Hydra set up the job's logging
+    logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
     from rlrun.run import run_job
 
     try:

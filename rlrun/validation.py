@@ -41,6 +41,8 @@ EXTRAS = {
     "ray": "ray",
     "hydra_plugins.hydra_ray_launcher": "ray",
 }
+# rlrun's wrappers of a Hydra plugin: the plugin module each imports when it launches
+WRAPPED_PLUGINS = {"hydra_plugins.rlrun_sweepers.ray_launcher": "hydra_plugins.hydra_ray_launcher"}
 SEQUENCE_ALGORITHMS = ("ppo",)  # those that train recurrent policies on whole sequences
 RECURRENT_KINDS = ("lstm", "gru")
 
@@ -127,7 +129,8 @@ def check_optional_packages(cfg: DictConfig) -> None:
             target = hydra[group].get("_target_", "")
             if target.startswith("hydra_plugins."):
                 choice = hydra.runtime.choices.get(f"hydra/{group}", target)
-                _need(target.rsplit(".", 2)[0], f"hydra/{group}={choice}")
+                module = WRAPPED_PLUGINS.get(target.rsplit(".", 1)[0], target.rsplit(".", 2)[0])
+                _need(module, f"hydra/{group}={choice}")
 
 
 @functools.cache
