@@ -35,9 +35,9 @@ def init_kwargs(cfg: DictConfig) -> dict:
         "logging_level": logging.WARNING,  # no INFO lines about Ray's own start-up
         "configure_logging": True,
     }
-    if cfg.address is None:
+    if cfg.address is None:  # "local": a new Ray even where `ray start` left one running here
         sizes = {key: cfg[key] for key in LOCAL_ONLY}
-        return {**kwargs, **{k: v for k, v in sizes.items() if v is not None}}
+        return {**kwargs, "address": "local", **{k: v for k, v in sizes.items() if v is not None}}
     return {**kwargs, "address": cfg.address}
 
 
