@@ -26,6 +26,18 @@ TINY = [
     "trainer.progress_bar=false",
 ]
 
+# PPO in batches of 256 frames, a checkpoint after each: short runs to stop and resume
+BATCH = 256
+CHECKPOINTED = [
+    "+experiment=ppo",
+    f"collector.frames_per_batch={BATCH}",
+    "env.num_envs=4",
+    "algo.minibatch_size=128",
+    "algo.epochs=1",
+    "trainer.progress_bar=false",
+    f"checkpoint.every_frames={BATCH}",  # a checkpoint after every batch
+]
+
 
 def run_rlrun(
     *args: str, cwd: Path, check: bool = True, timeout: float = 300, env: dict | None = None

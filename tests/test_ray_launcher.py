@@ -13,23 +13,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import RLRUN, TINY, csv_series, run_dirs, run_without, summary
+from conftest import BATCH, CHECKPOINTED, RLRUN, TINY, csv_series, run_dirs, run_without, summary
 from omegaconf import OmegaConf
 
 pytestmark = pytest.mark.xdist_group("ray")  # one Ray at a time: its tests share a worker
 
 RAY = ["hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=2"]  # 2 jobs at once on 2 cores
 TAG = "RLRUN_TEST_RAY_LAUNCHER"  # in the environment of everything a command starts
-BATCH = 256
-JOB = [
-    "+experiment=ppo",
-    f"collector.frames_per_batch={BATCH}",
-    "env.num_envs=4",
-    "algo.minibatch_size=128",
-    "algo.epochs=1",
-    "trainer.progress_bar=false",
-    f"checkpoint.every_frames={BATCH}",  # a checkpoint after every batch
-]
+JOB = CHECKPOINTED
 
 
 def tagged(tag: str) -> dict[int, str]:

@@ -11,20 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import RLRUN, csv_series, run_rlrun, summary
+from conftest import BATCH, CHECKPOINTED, RLRUN, csv_series, run_rlrun, summary
 from omegaconf import OmegaConf
 
-BATCH = 256
-JOB = [
-    "+experiment=ppo",
-    f"collector.frames_per_batch={BATCH}",
-    "env.num_envs=4",
-    "algo.minibatch_size=128",
-    "algo.epochs=1",
-    "trainer.progress_bar=false",
-    f"checkpoint.every_frames={BATCH}",  # a checkpoint after every batch
-    "checkpoint.keep=20",
-]
+JOB = [*CHECKPOINTED, "checkpoint.keep=20"]
 
 
 def start(cwd: Path, *args: str) -> subprocess.Popen:
