@@ -1,0 +1,184 @@
+"""collector=ray against the other collectors: PPO CartPole frames/s at 1, 2 and 4 workers,
+Ray's start-up cost, the weight-sync time per batch, and what they predict for a cluster.
+
+    python bench/bench_ray.py [--frames 49152] [--workers 1 2 4]
+
+Every run is the real console script, ``rlrun +experiment=ppo`` (training included), with the
+same batch layout whatever the worker count: 16 envs in all (``env.num_envs=16/workers`` per
+worker) and 512 frames per batch. frames/s is ``summary.json``'s (from the first batch on);
+start-up is its ``first_batch_s``. In one process, with ``collector=ray`` built as rlrun builds
+it, the script then times a worker's collection rate on its own and the trained weights' sync
+(``update_policy_weights_``) after a batch. The cluster table is arithmetic on those figures
+(the formula is printed with it), not a measurement. Writes bench/results/ray.json and ray.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from common import RESULTS, machine, run_rlrun
+
+ENVS, BATCH = 16, 512
+CLUSTER = (8, 64, 512)
+
+
+def training_run(kind: str, workers: int, frames: int) -> dict:
+    args = ["+experiment=ppo", f"collector={kind}", f"trainer.total_frames={frames}"]
+    args += ["logger=none", "checkpoint.backend=none", "ray.num_cpus=4"]
+    if kind != "sync":
+        args += [f"collector.num_workers={workers}", f"env.num_envs={ENVS // workers}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        result = run_rlrun(args, Path(tmp))
+    return {k: result[k] for k in ("fps", "first_batch_s", "process_s", "frames")}
+
+
+def ray_start_s(repeats: int = 3) -> float:
+    """Median seconds of ``ray.init()`` + ``ray.shutdown()`` of a local Ray (as rlrun starts it)."""
+    import ray
+
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        ray.init(num_cpus=4, include_dashboard=False, logging_level="warning")
+        ray.shutdown()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def worker_and_sync(workers: int, batches: int = 20) -> dict:
+    """One ``collector=ray`` built as rlrun builds it: frames/s per worker collecting alone
+    (no training), and seconds per weight sync to all workers."""
+    import ray
+    import torch
+    from hydra import compose, initialize_config_module
+    from tensordict import TensorDict
+
+    from rlrun.collectors import make_collector
+    from rlrun.config import register_configs
+    from rlrun.devices import Placement
+    from rlrun.envs import make_env
+    from rlrun.policies import build_policy
+
+    register_configs()
+    overrides = ["+experiment=ppo", "collector=ray", f"collector.num_workers={workers}"]
+    overrides += [f"env.num_envs={ENVS // workers}", f"collector.frames_per_batch={BATCH}"]
+    with initialize_config_module("rlrun.conf", version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    env_cfg, policy_cfg = cfg.env, cfg.policy
+    ray.init(num_cpus=4, include_dashboard=False, logging_level="warning")
+    try:
+        env = make_env(env_cfg, seed=0)
+        where = Placement.on_cpu()
+        ac = build_policy(
+            policy_cfg, env.observation_spec, env.full_action_spec["action"], where.learner
+        )
+        policy = ac.rollout_policy("collect")
+        collector = make_collector(
+            cfg.collector, env, policy, BATCH * (batches + 1), where, env_cfg=env_cfg,
+            policy_cfg=policy_cfg, ray_cfg=cfg.ray,
+        )  # fmt: skip
+        it = iter(collector)
+        next(it)
+        start = time.perf_counter()
+        collected = sum(next(it).numel() for _ in range(batches))
+        collect_s = time.perf_counter() - start
+        syncs = []
+        for _ in range(batches):
+            with torch.no_grad():
+                for p in policy.parameters():
+                    p.add_(1e-3)
+            t = time.perf_counter()
+            collector.update_policy_weights_(TensorDict.from_module(policy).data)
+            syncs.append(time.perf_counter() - t)
+        collector.shutdown()
+    finally:
+        ray.shutdown()
+    return {
+        "collect_fps": collected / collect_s,
+        "per_worker_fps": collected / collect_s / workers,
+        "sync_s": statistics.median(syncs),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=49152)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    args = parser.parse_args()
+    runs = {"sync/1": training_run("sync", 1, args.frames)}
+    for workers in args.workers:
+        for kind in ("multi_sync", "ray"):
+            runs[f"{kind}/{workers}"] = training_run(kind, workers, args.frames)
+            print(kind, workers, runs[f"{kind}/{workers}"], flush=True)
+    probes = {w: worker_and_sync(w) for w in args.workers}
+    start_s = ray_start_s()
+    # the learner's own time per batch: what the one-process run spends beyond collecting
+    sync_run = runs["sync/1"]
+    learn_s = BATCH / sync_run["fps"] - BATCH / probes[1]["collect_fps"]
+    learn_s = max(learn_s, 0.0)
+    # sync time vs workers: least squares line through the measured points
+    ws = list(probes)
+    slope = statistics.linear_regression(ws, [probes[w]["sync_s"] for w in ws]).slope
+    base = statistics.mean(probes[w]["sync_s"] for w in ws) - slope * statistics.mean(ws)
+    per_worker = probes[min(ws)]["per_worker_fps"]  # one worker with a core to itself
+    model = {}
+    for n in CLUSTER:
+        batch = BATCH * n // min(ws)  # each worker keeps its own batch share as workers grow
+        t = batch / (n * per_worker) + (base + slope * n) + learn_s * batch / BATCH
+        model[n] = {"frames_per_batch": batch, "fps": batch / t, "sync_s": base + slope * n}
+    report = {
+        "machine": machine(),
+        "frames": args.frames,
+        "layout": f"{ENVS} envs in all, {BATCH} frames per batch",
+        "runs": runs,
+        "ray_start_s": start_s,
+        "probes": probes,
+        "learn_s_per_batch": learn_s,
+        "sync_line": {"base_s": base, "per_worker_s": slope},
+        "cluster_model": model,
+    }
+    (RESULTS / "ray.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "ray.md").write_text(table(report))
+    print(table(report))
+
+
+def table(r: dict) -> str:
+    lines = [
+        "### Ray collectors (bench_ray.py)\n",
+        f"PPO CartPole, {r['layout']}, {r['frames']} frames per run, training included.\n",
+        "| collector | workers | frames/s | first batch after (s) |",
+        "|---|---|---|---|",
+    ]
+    for name, run in r["runs"].items():
+        kind, workers = name.split("/")
+        lines.append(f"| {kind} | {workers} | {run['fps']:.0f} | {run['first_batch_s']:.1f} |")
+    lines += [
+        "",
+        f"Local Ray start and stop: {r['ray_start_s']:.1f} s. Per batch: weight sync "
+        + ", ".join(f"{p['sync_s'] * 1000:.1f} ms at {w} worker(s)" for w, p in r["probes"].items())
+        + f"; learner {r['learn_s_per_batch'] * 1000:.0f} ms. Collection alone: "
+        + ", ".join(
+            f"{p['per_worker_fps']:.0f} frames/s per worker at {w} worker(s)"
+            for w, p in r["probes"].items()
+        )
+        + ".\n",
+        "On paper (not measured): a cluster of N one-core workers, each keeping the share of "
+        f"{BATCH // int(min(r['probes'], key=int))} frames per batch, with",
+        "`fps(N) = B / (B / (N * r) + s(N) + l * B / 512)`, B = 512 N frames per batch, r the "
+        "per-worker rate above, s(N) = base + N * slope the weight-sync line fitted to the "
+        "measured points, l the learner's time per 512 frames:\n",
+        "| workers | frames per batch | weight sync (s) | frames/s |",
+        "|---|---|---|---|",
+    ]
+    for n, m in r["cluster_model"].items():
+        lines.append(f"| {n} | {m['frames_per_batch']} | {m['sync_s']:.3f} | {m['fps']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
