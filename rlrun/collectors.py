@@ -36,7 +36,7 @@ from torchrl.trainers import UpdateWeights
 from torchrl.weight_update import MultiProcessWeightSyncScheme
 
 from rlrun.copying import COPYABLE_ATTR, copy_problem, declared_not_copyable
-from rlrun.devices import CPU, Placement
+from rlrun.devices import CPU, Placement, ray_worker_gpus
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError, RunError
 from rlrun.policies import build_policy
@@ -209,7 +209,7 @@ def make_collector(
     )
     if kind == "ray":
         collector = make_ray_collector(
-            cfg, ray_cfg, make_worker_env, policy, worker_factory, where, common
+            cfg, ray_cfg, make_worker_env, policy, worker_factory, where, {**common, "seed": seed}
         )
     else:
         collector = KINDS[kind](
@@ -254,8 +254,10 @@ class RayWorkerCollector(Collector):
     batches merged from several workers keep trajectories apart, as ``MultiSyncCollector``
     does for its processes (the slice samplers split trajectories by these ids)."""
 
-    def __init__(self, *args, traj_id_stride: int = 1, **kwargs) -> None:
-        self._traj_pool_val = _StridedTrajectoryPool(traj_id_stride, kwargs.get("worker_idx") or 0)
+    def __init__(self, *args, traj_id_stride: int = 1, seed: int = 0, **kwargs) -> None:
+        worker = kwargs.get("worker_idx") or 0
+        torch.manual_seed(seed + 1000 * (worker + 1))  # its actions sampled reproducibly
+        self._traj_pool_val = _StridedTrajectoryPool(traj_id_stride, worker)
         super().__init__(*args, **kwargs)
 
     def __repr__(self) -> str:  # Ray prefixes each line a worker prints with it
@@ -291,9 +293,7 @@ def make_ray_collector(
     weights. Batches cross Ray's object store on the CPU and are stored on the learner's side."""
     from torchrl.collectors.distributed import RayCollector
 
-    num_gpus = ray_cfg.worker_gpus
-    if num_gpus is None:  # the workers share one GPU when their policy runs on CUDA
-        num_gpus = 1 / cfg.num_workers if where.collector_policy.type == "cuda" else 0
+    num_gpus = ray_worker_gpus(ray_cfg.worker_gpus, where, cfg.num_workers)
     sync = cfg.sync
 
     def merge_workers(batch: TensorDictBase) -> TensorDictBase:
@@ -315,7 +315,11 @@ def make_ray_collector(
         init_random_frames=common["init_random_frames"],
         sync=sync,
         collector_class=RayWorkerCollector,
-        collector_kwargs={"traj_id_stride": cfg.num_workers, **_worker_options(common)},
+        collector_kwargs={
+            "traj_id_stride": cfg.num_workers,
+            "seed": common["seed"],
+            **_worker_options(common),
+        },
         policy_device=where.collector_policy,
         storing_device=CPU,  # what crosses the object store
         remote_configs={

@@ -189,3 +189,15 @@ class OnDevice(TensorDictModuleBase):
 def on_device(module: TensorDictModuleBase, device: torch.device) -> TensorDictModuleBase:
     """``module`` itself on the CPU; elsewhere, wrapped to act on a CPU env's data."""
     return module if device.type == "cpu" else OnDevice(module, device)
+
+
+def ray_gpus(device: torch.device, share: float = 1.0) -> float:
+    """The GPUs a Ray actor reserves to run on ``device`` (``share`` of one on CUDA, none on the
+    CPU): Ray hides every GPU from an actor that reserved none."""
+    return share if device.type == "cuda" else 0.0
+
+
+def ray_worker_gpus(configured: float | None, where: Placement, workers: int) -> float:
+    """GPUs each ``collector=ray`` worker reserves: ``ray.worker_gpus``, or by default an equal
+    share of one GPU when the collector's policy runs on CUDA."""
+    return configured if configured is not None else ray_gpus(where.collector_policy, 1 / workers)

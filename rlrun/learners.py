@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 from tensordict import TensorDict
 from torchrl.trainers import Trainer, TrainerHookBase
 
+from rlrun.devices import ray_gpus
 from rlrun.validation import LEARNER_CPUS
 
 
@@ -52,11 +53,11 @@ def make_remote_replay_buffer(cfg: DictConfig, num_learners: int):
 def learner_options(cfg: DictConfig, device: torch.device) -> dict[str, Any]:
     """``learner_backend_options``: one Ray actor per learner; on CUDA (untested here) a whole
     GPU each and NCCL, otherwise gloo."""
-    cuda = device.type == "cuda"
+    gpus = ray_gpus(device)
     return {
         "world_size": cfg.trainer.num_learners,
-        "resources_per_rank": {"num_cpus": LEARNER_CPUS, "num_gpus": 1 if cuda else 0},
-        "backend": "nccl" if cuda else "gloo",
+        "resources_per_rank": {"num_cpus": LEARNER_CPUS, "num_gpus": gpus},
+        "backend": "nccl" if gpus else "gloo",
     }
 
 

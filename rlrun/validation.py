@@ -535,7 +535,7 @@ def check_ray_size(cfg: DictConfig) -> None:
 
     import torch
 
-    from rlrun.devices import placement
+    from rlrun.devices import placement, ray_gpus, ray_worker_gpus
 
     ray_cfg, n, workers = cfg.ray, cfg.trainer.num_learners, cfg.collector.num_workers
     if ray_cfg.address is not None:
@@ -550,11 +550,9 @@ def check_ray_size(cfg: DictConfig) -> None:
             "trainer.num_learners."
         )
     where = placement(cfg)
-    if where.learner.type != "cuda":
+    if not ray_gpus(where.learner):
         return
-    worker_gpus = ray_cfg.worker_gpus  # untested here (no GPU)
-    if worker_gpus is None:
-        worker_gpus = 1 / workers if where.collector_policy.type == "cuda" else 0
+    worker_gpus = ray_worker_gpus(ray_cfg.worker_gpus, where, workers)  # untested here (no GPU)
     need_gpus = n + math.ceil(worker_gpus * workers)
     have_gpus = ray_cfg.num_gpus if ray_cfg.num_gpus is not None else torch.cuda.device_count()
     if have_gpus < need_gpus:

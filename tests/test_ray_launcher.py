@@ -105,7 +105,7 @@ def test_sweep_stopped_with_ctrl_c_resumes_through_the_ray_launcher(workdir: Pat
         os.killpg(proc.pid, signal.SIGKILL)
         raise
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal: the foreground group
-    out = finish(proc, tag, timeout=120)
+    out = finish(proc, tag, timeout=300)  # two jobs stopping after their batch, under load
     assert proc.returncode == 130 and "rlrun: stopped" in out, out
     (sweep,) = {d.parent for d in workdir.glob("outputs/multirun/*/*/[01]")}
     sweep = sweep.resolve()

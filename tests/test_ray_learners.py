@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import RLRUN, leftovers, run_dirs, run_in_session, run_rlrun, series, summary
 
-pytestmark = pytest.mark.xdist_group("ray")  # one Ray at a time: its tests share a worker
+# Each run starts its own local Ray and is checked in its own session: beside any other test.
 
 LEARNERS = [
     "+experiment=sac",
