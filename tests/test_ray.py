@@ -29,8 +29,9 @@ from conftest import (
     summary,
 )
 
-# Each run starts its own local Ray (ray.address=null starts a new one even beside another) and
-# its leftovers are looked for in its own session, so these tests run beside any other.
+# one Ray at a time on CI's 2 cores (the whole suite took 948 s with Ray tests side by side,
+# 820 s with them in one worker, 2026-11-23)
+pytestmark = pytest.mark.xdist_group("ray")
 
 SMALL_RAY = ["ray.num_cpus=2"]
 
@@ -73,13 +74,12 @@ def test_ppo_trains_on_two_ray_workers_and_resumes(workdir: Path) -> None:
     ("preset", "frames"),
     [
         (["+experiment=ppo_lstm", "trainer.total_frames=1024"], 1024),
-        (["+experiment=ppo", "collector.sync=false", "trainer.total_frames=1024"], 1024),
-        (["+experiment=dqn", "trainer.total_frames=1024", "collector.init_random_frames=256"],
-         1024),
+        (["+experiment=dqn", "collector.sync=false", "trainer.total_frames=1024",
+          "collector.init_random_frames=256"], 1024),
         (["+experiment=sac", "trainer.total_frames=400", "collector.frames_per_batch=200",
           "collector.init_random_frames=200", "replay_buffer.batch_size=32"], 400),
     ],
-    ids=["ppo_lstm", "ppo-async", "dqn", "sac"],
+    ids=["ppo_lstm", "dqn-async", "sac"],
 )  # fmt: skip
 def test_each_algorithm_collects_with_ray(workdir: Path, preset: list[str], frames: int) -> None:
     run_ray(*preset, "collector=ray", "trainer.progress_bar=false", *SMALL_RAY, cwd=workdir)
@@ -158,7 +158,6 @@ def ray_cluster() -> Iterator[tuple[str, str]]:
     shutil.rmtree(temp, ignore_errors=True)
 
 
-@pytest.mark.xdist_group("ray")  # a `ray start` cluster: never beside hydra/launcher=ray's Ray
 def test_joined_cluster_keeps_running_after_the_run(
     workdir: Path, ray_cluster: tuple, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,13 +207,10 @@ def test_sync_batches_must_divide_among_workers(workdir: Path) -> None:
 
 @pytest.mark.slow
 def test_ppo_on_ray_learns_cartpole_in_the_sync_collectors_budget(workdir: Path) -> None:
-    """The sync collector and collector=ray with the same seed, budget and batch layout
-    ([16 envs, 32 steps]: 2 workers of 8 envs) both reach CartPole's top return (500 each at
-    seed 1, measured 2026-11-23; Ray workers seed their own sampling, so it repeats)."""
+    """collector=ray with the batch layout of the sync collector ([16 envs, 32 steps]: 2 workers
+    of 8 envs) reaches CartPole's top return in 40960 frames at seed 1, as the sync collector did
+    (500 each, measured 2026-11-23; Ray workers seed their own sampling, so it repeats)."""
     budget = ["+experiment=ppo", "trainer.total_frames=40960", "trainer.progress_bar=false"]
-    run_rlrun(*budget, "seed=1", cwd=workdir, timeout=600)
-    ray = ["collector=ray", "env.num_envs=8", *SMALL_RAY]
-    run_ray(*budget, *ray, "seed=1", cwd=workdir)
-    sync_run, ray_run = run_dirs(workdir)
-    assert summary(sync_run)["train_return_best"] >= 475, summary(sync_run)
+    run_ray(*budget, "collector=ray", "env.num_envs=8", *SMALL_RAY, "seed=1", cwd=workdir)
+    (ray_run,) = run_dirs(workdir)
     assert summary(ray_run)["train_return_best"] >= 475, summary(ray_run)

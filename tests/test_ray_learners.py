@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import RLRUN, leftovers, run_dirs, run_in_session, run_rlrun, series, summary
 
-# Each run starts its own local Ray and is checked in its own session: beside any other test.
+pytestmark = pytest.mark.xdist_group("ray")  # one Ray at a time on CI's 2 cores
 
 LEARNERS = [
     "+experiment=sac",

@@ -120,12 +120,19 @@ def _result(ref: Any, cfg: DictConfig) -> JobReturn:
         return ret
 
 
+STOP_WAIT_S = 60  # then Ray's exit stops what is left (a terminal's Ctrl-C may reach its daemons)
+
+
 def _stop(refs: list[Any]) -> None:
-    """Cancel the jobs (running ones stop after their batch) and wait for them; a second Ctrl-C
-    or SIGTERM ends the wait."""
+    """Cancel the jobs (running ones stop after their batch) and wait for them, at most
+    ``STOP_WAIT_S``; a second Ctrl-C or SIGTERM ends the wait."""
     import ray
 
     log.info("Stopping the sweep: each running job after its batch (Ctrl-C again: at once)")
     for ref in refs:
         ray.cancel(ref)
-    ray.wait(refs, num_returns=len(refs))
+    _, running = ray.wait(refs, num_returns=len(refs), timeout=STOP_WAIT_S)
+    if running:
+        log.warning(
+            "%d jobs did not stop within %d s; Ray stops them now", len(running), STOP_WAIT_S
+        )
