@@ -1,14 +1,15 @@
 """``trainer.learner_backend=ray``: the optimisation runs on ``trainer.num_learners`` Ray actors
 kept in step by DDP, through TorchRL's own ``Trainer(learner_backend="ray")``.
 
-The driver (the ``rlrun`` process) collects with ``collector=ray`` and extends a replay buffer
+The driver (the ``rlrun`` process) collects with any collector and extends a replay buffer
 that a Ray actor owns; every learner samples ``replay_buffer.batch_size / num_learners``
 transitions from it per step, computes the loss through DDP (gradients all-reduced), clips to
 ``algo.max_grad_norm`` and steps its own optimiser and target networks (TorchRL's default
-stepper). Learner rank 0 sends the trained weights straight to the collector workers. The
-driver's own loss and optimiser are never trained: :class:`RemoteLearners` copies rank 0's
-policy weights into the driver's actor after every update, so that evaluation, the best
-checkpoint and the ``policy`` a checkpoint holds (``rlrun eval``, ``rlrun export``) are current.
+stepper). With ``collector=ray``, learner rank 0 sends the trained weights straight to the
+collector workers. The driver's own loss and optimiser are never trained: :class:`RemoteLearners`
+copies rank 0's policy weights into the driver's actor after every update, so that a collector
+of this host (which runs or copies that actor), evaluation, the best checkpoint and the
+``policy`` a checkpoint holds (``rlrun eval``, ``rlrun export``) are current.
 Checkpoints hold the learners' whole state (TorchRL's ``learner_execution``: each rank's loss,
 optimiser, target networks and RNG), and ``resume=`` restores it into fresh learners.
 
@@ -26,6 +27,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 from tensordict import TensorDict
+from torchrl.collectors import BaseCollector
 from torchrl.trainers import Trainer, TrainerHookBase
 
 from rlrun.devices import ray_gpus
@@ -61,13 +63,28 @@ def learner_options(cfg: DictConfig, device: torch.device) -> dict[str, Any]:
     }
 
 
+def _no_receiver(new_generation: bool = False) -> None:
+    return None
+
+
+def receive_weights_here(collector: BaseCollector) -> None:
+    """Let a collector of this host feed Ray learners: TorchRL asks the collector for its
+    weight receivers (only ``RayCollector`` has them); this one gets none, so the learners send
+    nothing and :class:`RemoteLearners` copies rank 0's weights into the driver's actor."""
+    if not hasattr(collector, "_learner_weight_sync"):
+        collector._learner_weight_sync = _no_receiver
+
+
 class RemoteLearners(TrainerHookBase):
     """The driver's side of the Ray learners: after each update, their averaged loss terms
     logged as ``train/<key>`` (and ``train/optim_steps``), a NaN/inf loss stopping the run
     before the weights are sent or saved, and rank 0's policy weights copied into ``actor``
-    (the driver's, which evaluation and the checkpoint's ``policy`` read)."""
+    (the driver's, which a collector of this host, evaluation and the checkpoint's ``policy``
+    read)."""
 
-    def __init__(self, trainer: Trainer, actor: torch.nn.Module) -> None:
+    def __init__(
+        self, trainer: Trainer, actor: torch.nn.Module, exploration: torch.nn.Module | None
+    ) -> None:
         self.trainer = trainer
         self.actor = actor
         self.backend = trainer._execution_backend  # private in TorchRL 0.14.1
@@ -75,6 +92,22 @@ class RemoteLearners(TrainerHookBase):
         self.pulled_version = -1
         self._step = self.backend.step
         self.backend.step = self.step  # metrics kept here, not logged under TorchRL's names
+        if trainer.collector._learner_weight_sync is _no_receiver:  # see receive_weights_here
+            self.backend.publish_weights = self.publish_here
+        elif exploration is not None:
+            # Ray workers act through Sequential(actor, exploration): rank 0 sends its actor
+            # with the driver's exploration module (annealed here), as TorchRL's DQN and TD3
+            # trainers do
+            trainer._execution_weight_publication = functools.partial(
+                trainer._compose_execution_weight_publication, exploration
+            )
+
+    def publish_here(self, *, expected_version: int, **_: Any) -> int:
+        """TorchRL's publication after each update, for a collector of this host: rank 0's
+        weights into the driver's actor, before the post-steps hooks (which push them to a
+        collector's copy or worker processes)."""
+        self.pull_weights()
+        return expected_version
 
     def step(self, num_steps: int):
         receipt = self._step(num_steps)

@@ -23,8 +23,8 @@ LOCAL_ONLY = ("num_cpus", "num_gpus", "object_store_memory", "include_dashboard"
 
 
 def uses_ray(cfg: DictConfig) -> bool:
-    """Whether the run needs a Ray runtime."""
-    return cfg.collector.kind == "ray"
+    """Whether the run needs a Ray runtime (Ray collector workers or Ray learners)."""
+    return cfg.collector.kind == "ray" or cfg.trainer.learner_backend == "ray"
 
 
 def init_kwargs(cfg: DictConfig) -> dict:

@@ -77,6 +77,7 @@ from rlrun.learners import (
     RemoteLearners,
     learner_options,
     make_remote_replay_buffer,
+    receive_weights_here,
     remote_learners,
 )
 from rlrun.loggers import make_logger
@@ -243,6 +244,8 @@ def build_trainer(
             "batch_size": cfg.replay_buffer.batch_size,  # global: split over the learners
             "clip_norm": algo.max_grad_norm,
         }
+    if remote:
+        receive_weights_here(collector)  # a collector of this host: weights via the driver
     trainer = Trainer(
         collector=collector,
         total_frames=cfg.trainer.total_frames,
@@ -261,19 +264,22 @@ def build_trainer(
         **backend,
         **trainer_checkpoint_kwargs(cfg, run_dir),
     )
-    if remote:  # the learners sample, update their targets and send rank 0's weights to the
-        # collector workers themselves; the driver logs their losses and keeps a current actor
-        RemoteLearners(trainer, ac.actor).register(trainer)
-        stats.register(trainer)
+    if remote:  # the learners sample, update their targets and send rank 0's weights to
+        # collector=ray's workers themselves; the driver logs their losses and keeps a current
+        # actor, which a collector of this host runs in place or gets pushed below
+        RemoteLearners(trainer, ac.actor, algo.exploration).register(trainer)
+        for hook in [*algo.collect_hooks, stats]:
+            hook.register(trainer)
     else:
         if replay_buffer is not None:
             make_replay_buffer_hook(replay_buffer, where).register(trainer)
-        for hook in [*algo.hooks, stats, LossLog()]:
+        for hook in [*algo.collect_hooks, *algo.hooks, stats, LossLog()]:
             hook.register(trainer)
         if runs_in_place(collector, policy):
             check_loss_trains_in_place(algo.loss, policy)
-        else:
-            weight_sync_hook(collector, policy).register(trainer)
+    sent_by_learners = remote and cfg.collector.kind == "ray"
+    if not runs_in_place(collector, policy) and not sent_by_learners:
+        weight_sync_hook(collector, policy).register(trainer)
     if cfg.optim.anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
     obs_stats = next((t for t in env.transform if isinstance(t, VecNormV2)), None)

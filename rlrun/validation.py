@@ -123,6 +123,8 @@ def check_optional_packages(cfg: DictConfig) -> None:
         _need("envpool", "env.backend=envpool")
     if cfg.collector.kind == "ray":
         _need("ray", "collector=ray")
+    if cfg.trainer.learner_backend == "ray":
+        _need("ray", "trainer.learner_backend=ray")
     hydra = cfg.get("hydra")
     if hydra is not None:
         for group in ("launcher", "sweeper"):
@@ -435,7 +437,7 @@ DRIVER_STAGES = (
     "setup",
     "shutdown",
 )
-REMOTE_ALGORITHMS = ("sac",)
+REMOTE_ALGORITHMS = ("dqn", "sac", "td3")
 LEARNER_CPUS = 1  # CPUs reserved by each learner actor
 
 
@@ -451,21 +453,11 @@ def check_learners(cfg: DictConfig) -> None:
         return
     why = "with trainer.learner_backend=ray"
     algo = cfg.algo.name
-    if algo == "ppo":
-        raise ConfigError(
-            f"algo=ppo cannot train {why}: the Ray learners sample a replay buffer, PPO trains "
-            "on each fresh batch; use trainer.learner_backend=local."
-        )
     if algo not in REMOTE_ALGORITHMS:
         raise ConfigError(
-            f"algo={algo} cannot train {why}: its exploration module (annealed in this "
-            "process) is not part of the weights the learners send to the collector workers; "
-            f"use algo={' or algo='.join(REMOTE_ALGORITHMS)}, or trainer.learner_backend=local."
-        )
-    if cfg.collector.kind != "ray":
-        raise ConfigError(
-            f"collector={cfg.collector.kind} cannot feed Ray learners ({why}): they send "
-            "their weights to Ray collector workers; use collector=ray."
+            f"algo={algo} cannot train {why}: the Ray learners sample a replay buffer "
+            f"(algo={', '.join(REMOTE_ALGORITHMS)}), algo={algo} trains on each fresh batch; "
+            "use trainer.learner_backend=local."
         )
     rb = cfg.replay_buffer
     if rb.batch_size % n:
@@ -537,15 +529,18 @@ def check_ray_size(cfg: DictConfig) -> None:
 
     from rlrun.devices import placement, ray_gpus, ray_worker_gpus
 
-    ray_cfg, n, workers = cfg.ray, cfg.trainer.num_learners, cfg.collector.num_workers
+    ray_cfg, n = cfg.ray, cfg.trainer.num_learners
+    workers = cfg.collector.num_workers if cfg.collector.kind == "ray" else 0  # else not Ray's
     if ray_cfg.address is not None:
         return  # a cluster: its own size
     need = n * LEARNER_CPUS + workers * math.ceil(ray_cfg.worker_cpus)
     have = ray_cfg.num_cpus if ray_cfg.num_cpus is not None else os.cpu_count() or 1
     if have < need:
+        who = f"{n} learners ({LEARNER_CPUS} each)"
+        if workers:
+            who += f" and {workers} collector workers ({ray_cfg.worker_cpus} each)"
         raise ConfigError(
-            f"the local Ray offers {have} CPUs, but {n} learners ({LEARNER_CPUS} each) and "
-            f"{workers} collector workers ({ray_cfg.worker_cpus} each) need {need}; set "
+            f"the local Ray offers {have} CPUs, but {who} need {need}; set "
             f"ray.num_cpus={need} (logical CPUs may exceed the machine's) or fewer "
             "trainer.num_learners."
         )

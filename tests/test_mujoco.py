@@ -16,7 +16,7 @@ from torchrl.data import Bounded, Composite, Unbounded
 from torchrl.envs.transforms import VecNormV2
 from torchrl.objectives import ValueEstimators
 
-from rlrun.algorithms.td3 import DelayedTD3Loss
+from rlrun.algorithms.td3 import DelayedSoftUpdate, DelayedTD3Loss
 from rlrun.envs import SharedObservationNorm
 from rlrun.policies import make_td3_networks
 from rlrun.updates import UpdateStep
@@ -100,22 +100,26 @@ def test_td3_updates_the_actor_every_policy_delay_critic_steps() -> None:
     loss.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
     optimizer = torch.optim.Adam(loss.parameters(), lr=1e-2)
     step = UpdateStep(loss, optimizer, 10.0, torch.device("cpu"))
+    # stepped after every optimisation step, as rlrun's hook and a Ray learner do
+    updater = DelayedSoftUpdate(loss, tau=0.5)
     trainer = type("T", (), {"_post_loss_hook": lambda self, batch: None})()
     actor = loss.actor_network_params.flatten_keys().values()
     critic = loss.qvalue_network_params.flatten_keys().values()
+    targets = loss.target_actor_network_params.flatten_keys().values()
     moved = []
     for _ in range(9):
-        before_actor = [p.clone() for p in actor]
-        before_critic = [p.clone() for p in critic]
+        before = [[p.clone() for p in group] for group in (actor, critic, targets)]
         step.step(trainer, td3_batch())
-        moved.append(
-            (
-                any(not torch.equal(a, b) for a, b in zip(actor, before_actor, strict=True)),
-                all(not torch.equal(a, b) for a, b in zip(critic, before_critic, strict=True)),
-            )
-        )
-    assert [a for a, _ in moved] == [False, False, True] * 3  # no Adam drift in between
-    assert all(c for _, c in moved)  # the critics learn at every step
+        updater.step()
+        now = (actor, critic, targets)
+        changed = [
+            [not torch.equal(a, b) for a, b in zip(group, old, strict=True)]
+            for group, old in zip(now, before, strict=True)
+        ]
+        moved.append((any(changed[0]), all(changed[1]), any(changed[2])))
+    assert [a for a, _, _ in moved] == [False, False, True] * 3  # no Adam drift in between
+    assert all(c for _, c, _ in moved)  # the critics learn at every step
+    assert [t for _, _, t in moved] == [False, False, True] * 3  # targets follow the actor
     state = loss.state_dict()
     resumed = DelayedTD3Loss(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3)
     resumed.make_value_estimator(ValueEstimators.TD0, gamma=0.99)

@@ -20,6 +20,9 @@ class Algorithm:
     num_epochs: int = 1
     max_grad_norm: float | None = None
     hooks: list[TrainerHookBase] = field(default_factory=list)
+    # Hooks acting on collection (exploration annealing): they run in this process, wherever
+    # the optimisation runs (``trainer.learner_backend``), before ``hooks``.
+    collect_hooks: list[TrainerHookBase] = field(default_factory=list)
     # Off-policy: learn from the replay buffer, act through ``exploration`` appended to the actor
     # in the collector, and step ``target_updater`` (saved in checkpoints by the Trainer).
     off_policy: bool = False

@@ -8,7 +8,6 @@ appended to its actor in the collector, that module annealed by collected frames
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from omegaconf import DictConfig
@@ -25,15 +24,7 @@ from rlrun.policies import ActorCritic
 
 class TargetUpdate(TargetNetUpdaterHook):
     """TorchRL's target-network hook, stepped after every optimisation step (its own
-    ``register`` steps it once per collected batch), or only after those where ``when()``."""
-
-    def __init__(self, updater: TargetNetUpdater, when: Callable[[], bool] | None = None) -> None:
-        super().__init__(updater)
-        self.when = when
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        if self.when is None or self.when():
-            super().__call__(*args, **kwargs)
+    ``register`` steps it once per collected batch)."""
 
     def register(self, trainer: Trainer, name: str = "target_update") -> None:
         trainer.register_op("post_optim", self)
@@ -81,22 +72,19 @@ def off_policy(
     frames_per_batch: int,
     *,
     updater: TargetNetUpdater | None = None,
-    update_when: Callable[[], bool] | None = None,
     exploration: AnnealExploration | None = None,
 ) -> Algorithm:
     """``loss`` trained from the replay buffer: TD(0) targets, ``algo.utd_ratio`` steps per
-    frame, ``updater`` (default: soft updates with ``algo.tau``) after each optimisation step
-    (or where ``update_when()``), and ``exploration`` annealed while collecting."""
+    frame, ``updater`` (default: soft updates with ``algo.tau``) stepped after each optimisation
+    step, and ``exploration`` annealed while collecting."""
     loss.make_value_estimator(ValueEstimators.TD0, gamma=cfg.gamma)
     updater = updater or SoftUpdate(loss, tau=cfg.tau)
-    hooks: list[TrainerHookBase] = [TargetUpdate(updater, update_when)]
-    if exploration is not None:
-        hooks.insert(0, exploration)
     return Algorithm(
         loss=loss,
         optim_steps_per_batch=max(1, round(cfg.utd_ratio * frames_per_batch)),
         max_grad_norm=cfg.max_grad_norm,
-        hooks=hooks,
+        hooks=[TargetUpdate(updater)],
+        collect_hooks=[exploration] if exploration is not None else [],
         off_policy=True,
         exploration=exploration.module if exploration is not None else None,
         target_updater=updater,

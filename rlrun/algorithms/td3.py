@@ -10,7 +10,7 @@ import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
 from torchrl.modules import AdditiveGaussianModule
-from torchrl.objectives import TD3Loss
+from torchrl.objectives import SoftUpdate, TD3Loss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import AnnealExploration, off_policy, require_qvalue
@@ -48,6 +48,16 @@ class DelayedTD3Loss(TD3Loss):
         return out
 
 
+class DelayedSoftUpdate(SoftUpdate):
+    """Soft target updates after the actor's updates only (TD3: every ``policy_delay`` critic
+    steps), read from the loss itself, so that the rhythm holds wherever the updater is stepped:
+    by rlrun's hook in this process or by a Ray learner (``trainer.learner_backend=ray``)."""
+
+    def step(self) -> None:
+        if self.loss_module.actor_updated:
+            super().step()
+
+
 def make_td3(
     cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
 ) -> Algorithm:
@@ -74,6 +84,5 @@ def make_td3(
         device=device,
     )
     exploration = AnnealExploration(noise, "sigma", "exploration_sigma")
-    return off_policy(
-        cfg, loss, frames_per_batch, update_when=lambda: loss.actor_updated, exploration=exploration
-    )
+    updater = DelayedSoftUpdate(loss, tau=cfg.tau)
+    return off_policy(cfg, loss, frames_per_batch, updater=updater, exploration=exploration)
