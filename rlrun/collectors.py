@@ -188,7 +188,7 @@ def make_collector(
     (``collector.traj_ids=null``). ``exploration`` is the module ``policy`` ends with, if any;
     workers that build their own policy append a copy of it. ``ray_cfg`` (the ``ray`` node)
     sizes ``collector=ray``'s workers. With ``remote_learners`` (``trainer.learner_backend=ray``)
-    the workers get their weights from learner rank 0 only, which sets up the weight sync.
+    Ray workers get their weights from learner rank 0 only, which sets up the weight sync.
     """
     kind = cfg.kind
     common = {
@@ -219,7 +219,7 @@ def make_collector(
             **common,
         )
     collector.set_seed(seed)
-    if not remote_learners:  # workers start from the trained policy's weights
+    if not (remote_learners and kind == "ray"):  # workers start from the policy's weights
         collector.update_policy_weights_(TensorDict.from_module(policy).data)
     return collector
 
