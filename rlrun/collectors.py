@@ -260,6 +260,14 @@ class RayWorkerCollector(Collector):
         self._traj_pool_val = _StridedTrajectoryPool(traj_id_stride, worker)
         super().__init__(*args, **kwargs)
 
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed the envs, then reset them: Ray builds (and resets) a worker's envs before
+        ``RayCollector.set_seed`` reaches it, and without this their first episodes started
+        from unseeded states (the first batch differed from run to run)."""
+        out = super().set_seed(seed, static_seed)
+        self.reset()
+        return out
+
     def __repr__(self) -> str:  # Ray prefixes each line a worker prints with it
         return f"collector worker {self.worker_idx}"
 
