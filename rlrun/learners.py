@@ -31,7 +31,7 @@ from torchrl.collectors import BaseCollector
 from torchrl.trainers import Trainer, TrainerHookBase
 
 from rlrun.devices import ray_gpus
-from rlrun.validation import LEARNER_CPUS
+from rlrun.ray_runtime import LEARNER_CPUS
 
 
 def remote_learners(cfg: DictConfig) -> bool:

@@ -10,6 +10,7 @@ initialised and leave its lifetime to rlrun.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 from collections.abc import Iterator
@@ -22,14 +23,30 @@ from rlrun.errors import ConfigError, RunError
 LOCAL_ONLY = ("num_cpus", "num_gpus", "object_store_memory", "include_dashboard")
 
 
+LEARNER_CPUS = 1  # CPUs reserved by each learner actor (trainer.learner_backend=ray)
+
+
 def uses_ray(cfg: DictConfig) -> bool:
     """Whether the run needs a Ray runtime (Ray collector workers or Ray learners)."""
     return cfg.collector.kind == "ray" or cfg.trainer.learner_backend == "ray"
 
 
-def init_kwargs(cfg: DictConfig) -> dict:
+def cpus_reserved(cfg: DictConfig) -> tuple[int, int]:
+    """CPUs the run's Ray actors reserve: (learners', collector workers')."""
+    learners = workers = 0
+    if cfg.trainer.learner_backend == "ray":
+        learners = cfg.trainer.num_learners * LEARNER_CPUS
+    if cfg.collector.kind == "ray":
+        workers = cfg.collector.num_workers * math.ceil(cfg.ray.worker_cpus)
+    return learners, workers
+
+
+def init_kwargs(cfg: DictConfig, reserved: int = 0) -> dict:
     """``ray.init`` arguments: a local Ray sized by the node, or a cluster's address (which
-    takes none of the local sizes: the cluster has its own)."""
+    takes none of the local sizes: the cluster has its own). With ``ray.num_cpus=null`` a local
+    Ray offers this machine's CPUs, or the ``reserved`` CPUs of the run's actors where that is
+    more (oversubscribed, as a collector's worker processes would be), rather than leaving
+    actors waiting for CPUs that never come."""
     kwargs = {
         "runtime_env": OmegaConf.to_container(cfg.runtime_env) or None,
         "logging_level": logging.WARNING,  # no INFO lines about Ray's own start-up
@@ -37,6 +54,8 @@ def init_kwargs(cfg: DictConfig) -> dict:
     }
     if cfg.address is None:  # "local": a new Ray even where `ray start` left one running here
         sizes = {key: cfg[key] for key in LOCAL_ONLY}
+        if sizes["num_cpus"] is None and reserved > (os.cpu_count() or 1):
+            sizes["num_cpus"] = reserved
         return {**kwargs, "address": "local", **{k: v for k, v in sizes.items() if v is not None}}
     return {**kwargs, "address": cfg.address}
 
@@ -62,10 +81,11 @@ def check_reachable(address: str | None) -> None:
 
 
 @contextmanager
-def ray_session(cfg: DictConfig) -> Iterator[None]:
+def ray_session(cfg: DictConfig, reserved: int = 0) -> Iterator[None]:
     """Ray for the length of the ``with`` block: started or joined as ``cfg`` (the ``ray``
     node) says, unless this process already runs inside one; shut down after only if started
-    or joined here. Shutting down a local Ray stops its raylet, GCS and workers."""
+    or joined here. Shutting down a local Ray stops its raylet, GCS and workers. ``reserved``:
+    the CPUs the run's actors reserve (see :func:`init_kwargs`)."""
     import ray
 
     if ray.is_initialized():  # e.g. a job of hydra/launcher=ray: its Ray is not ours to stop
@@ -73,7 +93,7 @@ def ray_session(cfg: DictConfig) -> Iterator[None]:
         return
     check_reachable(cfg.address)
     try:
-        ray.init(**init_kwargs(cfg))
+        ray.init(**init_kwargs(cfg, reserved))
     except ConnectionError as err:  # no cluster at ray.address, or one that refused us
         auth = ""
         if cfg.address != "auto" and "RAY_AUTH_MODE" not in os.environ:

@@ -83,7 +83,7 @@ from rlrun.learners import (
 from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
 from rlrun.pruning import is_pruned, register_pruning
-from rlrun.ray_runtime import ray_session, uses_ray
+from rlrun.ray_runtime import cpus_reserved, ray_session, uses_ray
 from rlrun.resume import preemption_signals, requeue_if_preempted, requeued_checkpoint
 from rlrun.updates import UpdateStep, make_optimizer
 from rlrun.validation import validate
@@ -183,7 +183,7 @@ def build_trainer(
     torch.set_num_threads(cfg.trainer.num_threads or 1)
     seed_everything(cfg.seed)
     if uses_ray(cfg):  # started (or joined) here, stopped after everything else (ray_runtime.py)
-        started.enter_context(ray_session(cfg.ray))
+        started.enter_context(ray_session(cfg.ray, sum(cpus_reserved(cfg))))
 
     env = make_env(cfg.env, seed=cfg.seed, start_method=where.env_start_method)  # on the CPU
     action_spec = env.full_action_spec["action"]

@@ -61,6 +61,7 @@ def validate(cfg: DictConfig) -> None:
 
     placement(cfg)  # devices that exist, and combinations that can work
     check_learners(cfg)
+    check_ray_size(cfg)
     check_policy(cfg.policy)
     check_targets(cfg)
     check_env(cfg)
@@ -438,7 +439,6 @@ DRIVER_STAGES = (
     "shutdown",
 )
 REMOTE_ALGORITHMS = ("dqn", "sac", "td3")
-LEARNER_CPUS = 1  # CPUs reserved by each learner actor
 
 
 def check_learners(cfg: DictConfig) -> None:
@@ -495,7 +495,6 @@ def check_learners(cfg: DictConfig) -> None:
             "use checkpoint.backend=torch."
         )
     check_learner_hooks(cfg.hooks)
-    check_ray_size(cfg)
 
 
 def check_learner_hooks(hooks: DictConfig) -> None:
@@ -519,34 +518,41 @@ def check_learner_hooks(hooks: DictConfig) -> None:
 
 
 def check_ray_size(cfg: DictConfig) -> None:
-    """A local Ray must offer a CPU (on CUDA: also a whole GPU, for NCCL) to each learner, and
-    the collector workers theirs; otherwise the learners wait for their placement group until
-    TorchRL's setup timeout."""
+    """A local Ray given ``ray.num_cpus`` must offer a CPU to each learner and collector worker
+    (with ``null`` rlrun sizes it so), and on CUDA a whole GPU to each learner (NCCL);
+    otherwise the actors wait for their resources until a timeout, or for ever."""
     import math
-    import os
 
     import torch
 
     from rlrun.devices import placement, ray_gpus, ray_worker_gpus
+    from rlrun.ray_runtime import LEARNER_CPUS, cpus_reserved, uses_ray
 
-    ray_cfg, n = cfg.ray, cfg.trainer.num_learners
-    workers = cfg.collector.num_workers if cfg.collector.kind == "ray" else 0  # else not Ray's
-    if ray_cfg.address is not None:
-        return  # a cluster: its own size
-    need = n * LEARNER_CPUS + workers * math.ceil(ray_cfg.worker_cpus)
-    have = ray_cfg.num_cpus if ray_cfg.num_cpus is not None else os.cpu_count() or 1
-    if have < need:
-        who = f"{n} learners ({LEARNER_CPUS} each)"
-        if workers:
-            who += f" and {workers} collector workers ({ray_cfg.worker_cpus} each)"
+    ray_cfg = cfg.ray
+    if not uses_ray(cfg) or ray_cfg.address is not None:
+        return  # no Ray, or a cluster: its own size
+    learner_cpus, worker_cpus = cpus_reserved(cfg)
+    need = learner_cpus + worker_cpus
+    if ray_cfg.num_cpus is not None and ray_cfg.num_cpus < need:
+        who = []
+        if learner_cpus:
+            who.append(f"{cfg.trainer.num_learners} learners ({LEARNER_CPUS} each)")
+        if worker_cpus:
+            who.append(
+                f"{cfg.collector.num_workers} collector workers ({ray_cfg.worker_cpus:g} each)"
+            )
         raise ConfigError(
-            f"the local Ray offers {have} CPUs, but {who} need {need}; set "
-            f"ray.num_cpus={need} (logical CPUs may exceed the machine's) or fewer "
-            "trainer.num_learners."
+            f"ray.num_cpus={ray_cfg.num_cpus} is too few: {' and '.join(who)} need {need}; set "
+            f"ray.num_cpus={need} (logical CPUs may exceed the machine's) or null (rlrun then "
+            "sizes the local Ray)."
         )
+    if not learner_cpus:
+        return
+    n = cfg.trainer.num_learners
     where = placement(cfg)
     if not ray_gpus(where.learner):
         return
+    workers = cfg.collector.num_workers if worker_cpus else 0
     worker_gpus = ray_worker_gpus(ray_cfg.worker_gpus, where, workers)  # untested here (no GPU)
     need_gpus = n + math.ceil(worker_gpus * workers)
     have_gpus = ray_cfg.num_gpus if ray_cfg.num_gpus is not None else torch.cuda.device_count()

@@ -57,12 +57,13 @@ def run_ray(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
-def test_ppo_trains_on_two_ray_workers_and_resumes(workdir: Path) -> None:
-    ray = ["collector=ray", "collector.num_workers=2", *SMALL_RAY]
-    run_ray("+experiment=ppo", *TINY, *ray, cwd=workdir)
+def test_ppo_trains_on_four_ray_workers_and_resumes(workdir: Path) -> None:
+    """The issue's command on CI's 2 cores: rlrun sizes the local Ray to the 4 workers' CPUs
+    (ray.num_cpus=null), instead of leaving two of them waiting for CPUs for ever."""
+    run_ray("+experiment=ppo", *TINY, "collector=ray", "collector.num_workers=4", cwd=workdir)
     (run_dir,) = run_dirs(workdir)
     assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == 1024
-    # each batch: both workers' 256 frames, 16 envs each, as [32 envs, 16 steps]
+    # each batch: the 4 workers' 128 frames, 16 envs each, as [64 envs, 8 steps]
     assert [step for step, _ in series(run_dir, "episode_return")] == [512, 1024]
     assert all(value > 0 for _, value in series(run_dir, "loss_critic"))
     run_ray(f"resume={run_dir}", "trainer.total_frames=2048", cwd=workdir)
@@ -202,6 +203,18 @@ def test_sync_batches_must_divide_among_workers(workdir: Path) -> None:
     )
     assert proc.returncode == 2
     assert "must divide among the 3 workers of collector=ray" in proc.stderr
+    assert not (workdir / "outputs").exists()
+
+
+def test_a_local_ray_given_too_few_cpus_for_the_workers_is_refused(workdir: Path) -> None:
+    args = ["+experiment=ppo", "collector=ray", "collector.num_workers=4", "ray.num_cpus=2"]
+    proc = run_rlrun(*args, cwd=workdir, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "rlrun: error: ray.num_cpus=2 is too few: 4 collector workers (1 each) need 4; set "
+        "ray.num_cpus=4 (logical CPUs may exceed the machine's) or null (rlrun then sizes the "
+        "local Ray)."
+    )
     assert not (workdir / "outputs").exists()
 
 

@@ -76,14 +76,20 @@ class RayLauncher(Launcher):
                 os.getcwd(), self.hydra_context, cfg, self.task_function, Singleton.get_state()
             )
             jobs.append((ref, cfg))
-        previous = signal.signal(signal.SIGTERM, _interrupt)  # not Ray's abort with a stack dump
+        # SIGTERM: not Ray's abort with a stack dump. SIGINT: also where rlrun was started with
+        # it ignored (a shell's background job, a test runner's worker), as a run's own handler
+        # does (rlrun.run.stop_on_signals): the jobs, in process groups of Ray's, see only what
+        # this process asks them to (ray.cancel)
+        stops = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, _interrupt) for sig in stops}
         try:
             return [_result(ref, cfg) for ref, cfg in jobs]
         except KeyboardInterrupt:
             _stop([ref for ref, _ in jobs])
             raise
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _run_job(cwd: str, *args: Any) -> JobReturn:
