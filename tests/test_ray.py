@@ -59,7 +59,7 @@ def run_ray(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_ppo_trains_on_four_ray_workers_and_resumes(workdir: Path) -> None:
     """The issue's command on CI's 2 cores: rlrun sizes the local Ray to the 4 workers' CPUs
-    (ray.num_cpus=null), instead of leaving two of them waiting for CPUs for ever."""
+    (ray.num_cpus=null). A Ray of 2 CPUs left two workers waiting: no frame in 100 s."""
     run_ray("+experiment=ppo", *TINY, "collector=ray", "collector.num_workers=4", cwd=workdir)
     (run_dir,) = run_dirs(workdir)
     assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == 1024
