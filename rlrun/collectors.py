@@ -339,15 +339,20 @@ def make_ray_collector(
 
 
 @contextmanager
-def worker_failures(save: Callable[[], bool] | None = None) -> Iterator[None]:
+def worker_failures(
+    collector: BaseCollector, save: Callable[[], bool] | None = None
+) -> Iterator[None]:
     """A worker process that dies ends the run with one line (TorchRL raises a bare
-    RuntimeError, Ray an ``ActorDiedError``; the worker printed its own traceback). ``save``
+    RuntimeError, Ray an ``ActorDiedError``, or gloo a "Connection closed by peer" when a Ray
+    worker died during the weight sync; the worker printed its own traceback). ``save``
     (``collector=ray``, whose checkpoints do not read the workers) checkpoints the run as it
     was after its last complete batch and says whether it did. The collector is shut down after."""
     try:
         yield
     except Exception as err:
         ray = sys.modules.get("ray")
+        if ray is not None and "Connection closed by peer" in str(err):
+            err = _dead_ray_worker(collector) or err
         if ray is not None and isinstance(err, ray.exceptions.RayActorError):
             pid = re.search(r"pid: (\d+)", str(err))
             which = f"collector worker (pid {pid[1]})" if pid else "a collector worker"
@@ -365,6 +370,20 @@ def worker_failures(save: Callable[[], bool] | None = None) -> Iterator[None]:
             f"collector worker {found[1]} died (exit code {found[2]}); its traceback is above. "
             "The run stopped; checkpoints saved before are kept (resume= continues from them)."
         ) from None
+
+
+def _dead_ray_worker(collector: BaseCollector) -> Exception | None:
+    """Ray's error for the first Ray collector worker that no longer answers, if any."""
+    import ray
+
+    for actor in getattr(collector, "remote_collectors", None) or []:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=30)
+        except ray.exceptions.RayActorError as dead:
+            return dead
+        except ray.exceptions.GetTimeoutError:
+            continue
+    return None
 
 
 def runs_in_place(collector: BaseCollector, policy: torch.nn.Module) -> bool:
