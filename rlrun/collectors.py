@@ -32,7 +32,7 @@ from torchrl.collectors import BaseCollector, Collector, MultiAsyncCollector, Mu
 from torchrl.collectors.utils import _TrajectoryPool
 from torchrl.data import Composite, TensorSpec
 from torchrl.envs import EnvBase, Transform
-from torchrl.trainers import UpdateWeights
+from torchrl.trainers import Trainer, UpdateWeights
 from torchrl.weight_update import MultiProcessWeightSyncScheme
 
 from rlrun.copying import COPYABLE_ATTR, copy_problem, declared_not_copyable
@@ -338,30 +338,33 @@ def make_ray_collector(
     )
 
 
+# what TorchRL 0.14.1 raises when a Ray actor died without Ray's own error reaching rlrun: gloo
+# during a weight sync, the Ray learners' liveness probe before a step
+RAY_ACTOR_GONE = ("Connection closed by peer", "Ray learner generation is")
+
+
 @contextmanager
-def worker_failures(
-    collector: BaseCollector, save: Callable[[], bool] | None = None
-) -> Iterator[None]:
+def worker_failures(trainer: Trainer, save: Callable[[], bool] | None = None) -> Iterator[None]:
     """A worker process that dies ends the run with one line (TorchRL raises a bare
-    RuntimeError, Ray an ``ActorDiedError``, or gloo a "Connection closed by peer" when a Ray
-    worker died during the weight sync; the worker printed its own traceback). ``save``
+    RuntimeError, Ray an ``ActorDiedError``, or TorchRL one of ``RAY_ACTOR_GONE`` for a Ray
+    collector worker or learner; the worker printed its own traceback). ``save``
     (``collector=ray``, whose checkpoints do not read the workers) checkpoints the run as it
     was after its last complete batch and says whether it did. The collector is shut down after."""
     try:
         yield
     except Exception as err:
         ray = sys.modules.get("ray")
-        if ray is not None and "Connection closed by peer" in str(err):
-            err = _dead_ray_worker(collector) or err
+        if ray is not None and any(gone in str(err) for gone in RAY_ACTOR_GONE):
+            err = _dead_ray_actor(trainer) or err
         if ray is not None and isinstance(err, ray.exceptions.RayActorError):
             pid = re.search(r"pid: (\d+)", str(err))
-            which = f"collector worker (pid {pid[1]})" if pid else "a collector worker"
-            kept = "checkpoints saved before are kept"
+            which = "Ray learner" if "_RayLearnerWorker" in str(err) else "collector worker"
+            which = f"{which} (pid {pid[1]})" if pid else f"a {which}"
+            kept = "checkpoints saved before are kept (resume= continues from them)"
             if save is not None and save():
-                kept = "it saved a checkpoint of its last complete batch"
+                kept = "it saved a checkpoint of its last complete batch (resume= goes on from it)"
             raise RunError(
-                f"{which} died; Ray's report is above. The run stopped; {kept} "
-                "(resume= continues from it)."
+                f"{which} died; Ray's report is above. The run stopped; {kept}."
             ) from None
         found = re.search(r"worker (\d+) \(exit code (-?\d+)\)", str(err))
         if not isinstance(err, RuntimeError) or "process failed" not in str(err) or not found:
@@ -372,11 +375,13 @@ def worker_failures(
         ) from None
 
 
-def _dead_ray_worker(collector: BaseCollector) -> Exception | None:
-    """Ray's error for the first Ray collector worker that no longer answers, if any."""
+def _dead_ray_actor(trainer: Trainer) -> Exception | None:
+    """Ray's error for the first Ray collector worker or learner that no longer answers."""
     import ray
 
-    for actor in getattr(collector, "remote_collectors", None) or []:
+    workers = getattr(trainer.collector, "remote_collectors", None) or []
+    learners = getattr(trainer._execution_backend, "_actors", None) or []  # private, 0.14.1
+    for actor in [*workers, *learners]:
         try:
             ray.get(actor.__ray_ready__.remote(), timeout=30)
         except ray.exceptions.RayActorError as dead:

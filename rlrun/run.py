@@ -388,7 +388,7 @@ def run_job(cfg: DictConfig) -> float | None:
         save = None
         if uses_ray(cfg) and not remote_learners(cfg):
             save = functools.partial(save_now, trainer, saver)
-        with stop_on_signals(trainer) as signals, worker_failures(trainer.collector, save):
+        with stop_on_signals(trainer) as signals, worker_failures(trainer, save):
             trainer.train()
             if saver is not None:
                 saver.save_final()

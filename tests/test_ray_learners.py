@@ -13,7 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import RLRUN, leftovers, run_dirs, run_in_session, run_rlrun, series, summary
+from conftest import (
+    RLRUN,
+    leftovers,
+    run_dirs,
+    run_in_session,
+    run_rlrun,
+    series,
+    session_pids,
+    summary,
+)
 from tensordict import TensorDict
 
 from rlrun.loading import load_trained
@@ -84,6 +93,44 @@ def test_sac_on_two_learners_stops_on_sigterm_and_resumes(workdir: Path) -> None
         for n in (200, more)
     )
     assert (first != last).any()
+
+
+def test_a_killed_learner_stops_the_run_in_one_line_and_it_resumes(workdir: Path) -> None:
+    """A learner that dies takes the DDP group with it: the run stops within seconds with one
+    line naming it, and resumes from the checkpoint saved before, with new learners."""
+    args = [*LEARNERS, "trainer.total_frames=20000", "checkpoint.every_frames=200"]
+    proc = subprocess.Popen(
+        [RLRUN, *args], cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while not any(p.name >= "checkpoint-000000000400" for p in _checkpoints(workdir)):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no checkpoint after an optimised batch"
+            time.sleep(0.5)
+        (learner, *_) = [
+            pid
+            for pid in session_pids(proc.pid)
+            if b"_RayLearnerWorker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        os.kill(learner, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)  # it must not hang
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"rlrun: error: Ray learner (pid {learner}) died"), last
+    assert "checkpoints saved before are kept" in last
+    assert leftovers(proc.pid) == []
+    (run,) = run_dirs(workdir)
+    assert summary(run)["status"] == "failed"
+    more = int(_checkpoints(workdir)[-1].name.rsplit("-", 1)[1]) + 200
+    done, left = run_in_session(f"resume={run}", f"trainer.total_frames={more}", cwd=workdir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert left == []
+    assert summary(run)["status"] == "completed" and summary(run)["frames"] == more
 
 
 def test_dqn_on_two_learners_feeds_ray_workers_with_their_weights_and_epsilon(
