@@ -356,10 +356,14 @@ def worker_failures(trainer: Trainer, save: Callable[[], bool] | None = None) ->
         ray = sys.modules.get("ray")
         if ray is not None and any(gone in str(err) for gone in RAY_ACTOR_GONE):
             err = _dead_ray_actor(trainer) or err
+        which = None
         if ray is not None and isinstance(err, ray.exceptions.RayActorError):
             pid = re.search(r"pid: (\d+)", str(err))
             which = "Ray learner" if "_RayLearnerWorker" in str(err) else "collector worker"
             which = f"{which} (pid {pid[1]})" if pid else f"a {which}"
+        elif ray is not None and "Ray learner generation is" in str(err):
+            which = "a Ray learner"  # no longer in TorchRL's list once it shut the others down
+        if which is not None:
             kept = "checkpoints saved before are kept (resume= continues from them)"
             if save is not None and save():
                 kept = "it saved a checkpoint of its last complete batch (resume= goes on from it)"
