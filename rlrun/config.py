@@ -220,6 +220,7 @@ class RayConfig:
     include_dashboard: bool = MISSING
     worker_cpus: float = ranged(**POSITIVE)
     worker_gpus: float | None = ranged(0)
+    connect_timeout_s: float = ranged(**POSITIVE)
 
 
 @dataclass

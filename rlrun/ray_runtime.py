@@ -15,6 +15,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -88,6 +89,7 @@ def ray_session(cfg: DictConfig, reserved: int = 0) -> Iterator[None]:
     the CPUs the run's actors reserve (see :func:`init_kwargs`)."""
     import ray
 
+    set_connect_timeout(cfg.connect_timeout_s)
     if ray.is_initialized():  # e.g. a job of hydra/launcher=ray: its Ray is not ours to stop
         yield
         return
@@ -110,3 +112,14 @@ def ray_session(cfg: DictConfig, reserved: int = 0) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def set_connect_timeout(seconds: float) -> None:
+    """How long TorchRL's Ray weight sync waits for the workers to join its gloo group. They
+    join through a helper actor, a new Ray worker process that imports torchrl first: with both
+    cores of a 2-core machine busy, that took over TorchRL's 60 s and every ``collector=ray``
+    run ended in a ``DistStoreError`` traceback (seen 2026-11-24). TorchRL 0.14.1 keeps the
+    limit in a private module constant, read when the group is made."""
+    from torchrl.weight_update import _ray
+
+    _ray._DIST_TIMEOUT = timedelta(seconds=seconds)
