@@ -322,8 +322,10 @@ def make_ray_collector(
     sync = cfg.sync
 
     def merge_workers(batch: TensorDictBase) -> TensorDictBase:
-        # sync: [worker, env, time] -> [worker * env, time], the layout of the other collectors
-        batch = batch.flatten(0, 1) if sync and batch.ndim > 2 else batch
+        # sync: [worker, env, time] -> [worker * env, time], the layout of the other collectors.
+        # Otherwise a shallow copy: a worker's batch arrives consolidated, and a consolidated
+        # TensorDict pickles its storage only, losing any key the run adds to it later
+        batch = batch.flatten(0, 1) if sync and batch.ndim > 2 else batch.copy()
         return batch.to(where.storing, non_blocking=True)
 
     if worker_factory is not None:
