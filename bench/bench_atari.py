@@ -22,13 +22,12 @@ learning takes hours, speed minutes). Usage:
 from __future__ import annotations
 
 import argparse
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from common import BIN, run_rlrun, series, write, write_markdown
+from common import run_rlrun, series, sweep, write, write_markdown
 
 
 def env_cfg(*overrides: str):
@@ -101,25 +100,17 @@ def ppo_speed(backend: str, frames: int, root: Path) -> dict:
 
 
 def learning(frames: int, seeds: list[int], root: Path) -> dict:
-    """One ``rlrun -m`` seed sweep, its jobs side by side (Hydra's joblib launcher, one job per
-    seed); per seed the mean training game score of the last 10 games."""
-    args = ["-m", "+experiment=ppo_atari", "env=breakout", "env.backend=envpool",
-            f"seed={','.join(map(str, seeds))}", f"trainer.total_frames={frames}",
-            "checkpoint.backend=none", "hydra/launcher=joblib",
-            f"hydra.launcher.n_jobs={len(seeds)}", "trainer.progress_bar=false"]  # fmt: skip
-    start = time.perf_counter()
-    subprocess.run([str(BIN / "rlrun"), *args], cwd=root, check=True, capture_output=True)
-    wall = time.perf_counter() - start
+    """One ``rlrun -m`` seed sweep, its jobs side by side (one job per seed); per seed the mean
+    training game score of the last 10 games."""
+    args = ["+experiment=ppo_atari", "env=breakout", "env.backend=envpool",
+            f"seed={','.join(map(str, seeds))}", f"trainer.total_frames={frames}"]  # fmt: skip
+    wall, jobs = sweep(args, root, len(seeds))
     runs = {}
-    for summary in sorted((root / "outputs" / "multirun").rglob("summary.json")):
-        job = summary.parent
-        seed = next(
-            o for o in (job / ".hydra" / "overrides.yaml").read_text().split() if "seed=" in o
-        )
+    for overrides, job in jobs:
         played = (job / "csv" / "scalars" / "train" / "episode_return.csv").exists()
         games = [value for _, value in series(job, "episode_return")][-10:] if played else []
         mean = round(sum(games) / len(games), 2) if games else None
-        runs[seed.removeprefix("seed=")] = {"last_10_games": mean}
+        runs[overrides["seed"]] = {"last_10_games": mean}
     return {"runs": runs, "sweep_wall_s": round(wall, 1)}
 
 

@@ -52,9 +52,29 @@ def run_rlrun(args: list[str], cwd: Path) -> dict:
     return {**summary, "process_s": elapsed, "maxrss_mb": measured["maxrss_mb"], "run_dir": run_dir}
 
 
-def series(run_dir: Path, metric: str) -> list[tuple[int, float]]:
+def sweep(args: list[str], cwd: Path, jobs: int) -> tuple[float, list[tuple[dict, Path]]]:
+    """``rlrun -m ARGS`` with ``jobs`` jobs side by side (Hydra's joblib launcher), as a user
+    sweeps; returns its wall seconds and each job's overrides (key: value) with its folder."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [str(BIN / "rlrun"), "-m", *args, "hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}",
+         "checkpoint.backend=none", "trainer.progress_bar=false"],
+        cwd=cwd, capture_output=True, text=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"rlrun -m {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    done = []
+    for summary in sorted((cwd / "outputs" / "multirun").rglob("summary.json")):
+        overrides = (summary.parent / ".hydra" / "overrides.yaml").read_text().split("\n")
+        pairs = (o.removeprefix("- ").split("=", 1) for o in overrides if "=" in o)
+        done.append(({k: v for k, v in pairs}, summary.parent))
+    return wall, done
+
+
+def series(run_dir: Path, metric: str, group: str = "train") -> list[tuple[int, float]]:
     """A CSV metric of a run folder as (frames, value) rows."""
-    path = run_dir / "csv" / "scalars" / "train" / f"{metric}.csv"
+    path = run_dir / "csv" / "scalars" / group / f"{metric}.csv"
     with path.open() as f:
         return [(int(float(step)), float(value)) for step, value in csv.reader(f)]
 
