@@ -21,7 +21,7 @@ run: install
 	$(BIN)/rlrun +experiment=ppo
 
 test: install
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist loadgroup --durations=15
 
 lint: install
 	$(BIN)/ruff check .
