@@ -30,7 +30,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common import RESULTS, machine, run_rlrun, run_script, series, sweep, write, write_markdown
+from common import run_rlrun, run_script, series, sweep, write, write_markdown
 
 HERE = Path(__file__).resolve().parent
 
@@ -101,6 +101,24 @@ def learning(preset: str, envs: list[str], frames: int, seeds: list[int], root: 
     return {"rows": rows, "sweep_wall_s": round(wall, 1)}
 
 
+def speed_table(results: dict) -> str:
+    rows = [
+        f"| {name} | {r['fps']:.0f} | {r['updates_per_s']:.0f} |"
+        for name, r in results["speed"].items()
+    ]
+    lines = [
+        "### mujoco (`python bench/bench_mujoco.py`)",
+        "",
+        f"HalfCheetah-v5, {results['frames']} frames ({results['random_frames']} random), "
+        "1 torch thread.",
+        "",
+        "| run | frames/s | update steps/s |",
+        "|---|---|---|",
+        *rows,
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def learning_table(results: dict, seeds: list[int]) -> str:
     sources = [k for k in PUBLISHED if k != "_about"]
     lines = [
@@ -134,7 +152,7 @@ def main() -> None:
     parser.add_argument("--td3-frames", type=int, default=50000)
     parser.add_argument("--ppo-frames", type=int, default=102400)  # 50 batches of 2048
     args = parser.parse_args()
-    results: dict = {"machine": machine(), "frames": args.frames, "random_frames": args.random}
+    results: dict = {"frames": args.frames, "random_frames": args.random}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         if "speed" in args.only:
@@ -146,21 +164,8 @@ def main() -> None:
                     ["--frames", str(args.frames), "--random", str(args.random)],
                 ),
             }
-            (RESULTS / "mujoco.json").write_text(json.dumps(results, indent=2) + "\n")
-            rows = [
-                f"| {name} | {r['fps']:.0f} | {r['updates_per_s']:.0f} |"
-                for name, r in results["speed"].items()
-            ]
-            table = [
-                "### mujoco (`python bench/bench_mujoco.py`)",
-                "",
-                f"HalfCheetah-v5, {args.frames} frames ({args.random} random), 1 torch thread.",
-                "",
-                "| run | frames/s | update steps/s |",
-                "|---|---|---|",
-                *rows,
-            ]
-            (RESULTS / "mujoco.md").write_text("\n".join(table) + "\n")
+            write("mujoco", results)
+            write_markdown("mujoco", speed_table(results))
             print(json.dumps(results))
         if "learning" in args.only:
             plan = (("sac_mujoco", ["halfcheetah", "hopper"], args.sac_frames),
