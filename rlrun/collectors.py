@@ -33,7 +33,7 @@ from torchrl.collectors.utils import _TrajectoryPool
 from torchrl.data import Composite, TensorSpec
 from torchrl.envs import EnvBase, Transform
 from torchrl.trainers import Trainer, UpdateWeights
-from torchrl.weight_update import MultiProcessWeightSyncScheme
+from torchrl.weight_update import MultiProcessWeightSyncScheme, RayWeightSyncScheme
 
 from rlrun.copying import COPYABLE_ATTR, copy_problem, declared_not_copyable
 from rlrun.devices import CPU, Placement, ray_worker_gpus
@@ -219,7 +219,14 @@ def make_collector(
     )
     if kind == "ray":
         collector = make_ray_collector(
-            cfg, ray_cfg, make_worker_env, policy, worker_factory, where, {**common, "seed": seed}
+            cfg,
+            ray_cfg,
+            make_worker_env,
+            policy,
+            worker_factory,
+            where,
+            {**common, "seed": seed},
+            remote_learners,
         )
     else:
         collector = KINDS[kind](
@@ -298,6 +305,31 @@ class _StridedTrajectoryPool(_TrajectoryPool):
         return super().get_traj_and_increment(n, device) * self.stride + self.offset
 
 
+class UnackedRayWeightSync(RayWeightSyncScheme):
+    """TorchRL's Ray weight sync, returning once the weights are on their way rather than once
+    every worker has applied them; the acknowledgements are awaited at the next send. A Ray actor
+    runs one caller's calls in order, so each worker still applies the weights before the batch
+    the driver asks for next. Saves the driver a round trip per batch in sync mode; in async mode
+    it no longer waits for the workers still collecting to finish their batch first. For a driver
+    that sends: Ray learners (another caller) keep TorchRL's own scheme."""
+
+    _unacked: tuple = ()
+
+    def send(self, weights=None, worker_ids: int | list[int] | None = None) -> None:
+        self.await_acks()  # at most one send in flight per worker: gloo matches them in order
+        prepared = self.prepare_weights(weights, self._model_id, self._strategy, self.context)
+        prepared = prepared.clone()  # gloo reads them after this returns; training changes them
+        self._unacked = tuple(self._iterate_transports(worker_ids))
+        for transport in self._unacked:
+            transport.send_weights_async(prepared)
+
+    def await_acks(self) -> None:
+        """Wait until the workers applied the last weights sent."""
+        unacked, self._unacked = self._unacked, ()
+        for transport in unacked:
+            transport.wait_ack()
+
+
 def _worker_options(common: dict) -> dict:
     keys = ("auto_register_policy_transforms", "compile_policy", "cudagraph_policy")
     return {key: common[key] for key in keys}
@@ -311,6 +343,7 @@ def make_ray_collector(
     worker_factory: Callable[[], TensorDictModule] | None,
     where: Placement,
     common: dict,
+    remote_learners: bool = False,
 ) -> BaseCollector:
     """TorchRL's ``RayCollector`` over ``cfg.num_workers`` actors, each running a
     :class:`RayWorkerCollector` on envs it builds itself. Its policy is pickled (from the CPU)
@@ -347,6 +380,7 @@ def make_ray_collector(
             "seed": common["seed"],
             **_worker_options(common),
         },
+        weight_sync_schemes=None if remote_learners else {"policy": UnackedRayWeightSync()},
         **_ray_devices(where),
         remote_configs={
             "num_cpus": ray_cfg.worker_cpus,
