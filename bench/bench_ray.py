@@ -1,15 +1,19 @@
 """collector=ray against the other collectors: PPO CartPole frames/s at 1, 2 and 4 workers,
 Ray's start-up cost, the weight-sync time per batch, and what they predict for a cluster.
 
-    python bench/bench_ray.py [--frames 49152] [--workers 1 2 4]
+    python bench/bench_ray.py [--frames 49152] [--workers 1 2 4] [--repeats 3]
 
 Every run is the real console script, ``rlrun +experiment=ppo`` (training included), with the
 same batch layout whatever the worker count: 16 envs in all (``env.num_envs=16/workers`` per
 worker) and 512 frames per batch. frames/s is ``summary.json``'s (from the first batch on);
-start-up is its ``first_batch_s``. In one process, with ``collector=ray`` built as rlrun builds
-it, the script then times a worker's collection rate on its own and the trained weights' sync
-(``update_policy_weights_``) after a batch. The cluster table is arithmetic on those figures
-(the formula is printed with it), not a measurement. Writes bench/results/ray.json and ray.md.
+start-up is its ``first_batch_s``. The same run's speed moved by up to a third from one run to
+the next on a shared 2-core machine (2026-11-24: multi_sync at 2 workers 3295-4469 frames/s), so
+the runs go in rounds, each round running every collector once: the table gives each collector's
+median and range, and ray's ratio to multi_sync within each round. In one process, with
+``collector=ray`` built as rlrun builds it, the script then times a worker's collection rate on
+its own and the trained weights' sync (``update_policy_weights_`` until every worker applied
+them) after a batch. The cluster table is arithmetic on those figures (the formula is printed
+with it), not a measurement. Writes bench/results/ray.json and ray.md.
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ def worker_and_sync(workers: int, batches: int = 20) -> dict:
                     p.add_(1e-3)
             t = time.perf_counter()
             collector.update_policy_weights_(TensorDict.from_module(policy).data)
+            collector._weight_sync_schemes["policy"].await_acks()  # until every worker has them
             syncs.append(time.perf_counter() - t)
         collector.shutdown()
     finally:
@@ -109,12 +114,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=49152)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    runs = {"sync/1": training_run("sync", 1, args.frames)}
-    for workers in args.workers:
-        for kind in ("multi_sync", "ray"):
-            runs[f"{kind}/{workers}"] = training_run(kind, workers, args.frames)
-            print(kind, workers, runs[f"{kind}/{workers}"], flush=True)
+    setups = [("sync", 1)] + [(k, w) for w in args.workers for k in ("multi_sync", "ray")]
+    rounds = []
+    for _ in range(args.repeats):
+        rounds.append({f"{k}/{w}": training_run(k, w, args.frames) for k, w in setups})
+        print(rounds[-1], flush=True)
+    runs = {name: _median_run([r[name] for r in rounds]) for name in rounds[0]}
+    ratios = {w: [r[f"ray/{w}"]["fps"] / r[f"multi_sync/{w}"]["fps"] for r in rounds]
+              for w in args.workers}  # fmt: skip
     probes = {w: worker_and_sync(w) for w in args.workers}
     start_s = ray_start_s()
     # the learner's own time per batch: what the one-process run spends beyond collecting
@@ -135,7 +144,10 @@ def main() -> None:
         "machine": machine(),
         "frames": args.frames,
         "layout": f"{ENVS} envs in all, {BATCH} frames per batch",
+        "repeats": args.repeats,
         "runs": runs,
+        "rounds": rounds,
+        "ray_to_multi_sync": ratios,
         "ray_start_s": start_s,
         "probes": probes,
         "learn_s_per_batch": learn_s,
@@ -147,18 +159,35 @@ def main() -> None:
     print(table(report))
 
 
+def _median_run(runs: list[dict]) -> dict:
+    """One collector's runs: the median of each figure, and the range of frames/s."""
+    med = {key: statistics.median(run[key] for run in runs) for key in ("fps", "first_batch_s")}
+    return {**med, "fps_min": min(r["fps"] for r in runs), "fps_max": max(r["fps"] for r in runs)}
+
+
+def _ratios(workers: int, ratios: list[float]) -> str:
+    each = ", ".join(f"{x:.2f}" for x in ratios)
+    return f"{workers} worker(s) {each} (median {statistics.median(ratios):.2f})"
+
+
 def table(r: dict) -> str:
     lines = [
         "### Ray collectors (bench_ray.py)\n",
-        f"PPO CartPole, {r['layout']}, {r['frames']} frames per run, training included.\n",
-        "| collector | workers | frames/s | first batch after (s) |",
-        "|---|---|---|---|",
+        f"PPO CartPole, {r['layout']}, {r['frames']} frames per run, training included; "
+        f"medians of {r['repeats']} rounds.\n",
+        "| collector | workers | frames/s | range | first batch after (s) |",
+        "|---|---|---|---|---|",
     ]
     for name, run in r["runs"].items():
         kind, workers = name.split("/")
-        lines.append(f"| {kind} | {workers} | {run['fps']:.0f} | {run['first_batch_s']:.1f} |")
+        spread = f"{run['fps_min']:.0f}-{run['fps_max']:.0f}"
+        row = f"| {kind} | {workers} | {run['fps']:.0f} | {spread} | {run['first_batch_s']:.1f} |"
+        lines.append(row)
     lines += [
         "",
+        "ray / multi_sync within each round: "
+        + "; ".join(_ratios(w, xs) for w, xs in r["ray_to_multi_sync"].items())
+        + ".\n",
         f"Local Ray start and stop: {r['ray_start_s']:.1f} s. Per batch: weight sync "
         + ", ".join(f"{p['sync_s'] * 1000:.1f} ms at {w} worker(s)" for w, p in r["probes"].items())
         + f"; learner {r['learn_s_per_batch'] * 1000:.0f} ms. Collection alone: "
