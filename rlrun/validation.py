@@ -18,12 +18,15 @@ import importlib.util
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun.config import Range
 from rlrun.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlrun.devices import Placement
 
 # what each optional choice imports, and the extra that installs it
 EXTRAS = {
@@ -56,13 +59,14 @@ def validate(cfg: DictConfig) -> None:
     check_observations(cfg)
     check_replay_buffer(cfg.replay_buffer, cfg.env, cfg.collector)
     check_algorithm(cfg)
+    check_ray_cpus(cfg)
+    check_learners(cfg)  # its hook check, last, imports rlrun.hooks (torchrl)
+    check_policy(cfg.policy)  # imports rlrun.policies (torchrl)
 
     from rlrun.devices import placement  # imports torch
 
-    placement(cfg)  # devices that exist, and combinations that can work
-    check_learners(cfg)
-    check_ray_size(cfg)
-    check_policy(cfg.policy)
+    where = placement(cfg)  # devices that exist, and combinations that can work
+    check_ray_gpus(cfg, where)
     check_targets(cfg)
     check_env(cfg)
 
@@ -517,15 +521,10 @@ def check_learner_hooks(hooks: DictConfig) -> None:
             )
 
 
-def check_ray_size(cfg: DictConfig) -> None:
+def check_ray_cpus(cfg: DictConfig) -> None:
     """A local Ray given ``ray.num_cpus`` must offer a CPU to each learner and collector worker
-    (with ``null`` rlrun sizes it so), and on CUDA a whole GPU to each learner (NCCL);
-    otherwise the actors wait for their resources until a timeout, or for ever."""
-    import math
-
-    import torch
-
-    from rlrun.devices import placement, ray_gpus, ray_worker_gpus
+    (with ``null`` rlrun sizes it so); otherwise the actors wait for their resources until a
+    timeout, or for ever."""
     from rlrun.ray_runtime import LEARNER_CPUS, cpus_reserved, uses_ray
 
     ray_cfg = cfg.ray
@@ -546,10 +545,22 @@ def check_ray_size(cfg: DictConfig) -> None:
             f"ray.num_cpus={need} (logical CPUs may exceed the machine's) or null (rlrun then "
             "sizes the local Ray)."
         )
-    if not learner_cpus:
-        return
+
+
+def check_ray_gpus(cfg: DictConfig, where: Placement) -> None:
+    """Learners on CUDA in a local Ray need a whole GPU each (NCCL), as many as it offers."""
+    import math
+
+    import torch
+
+    from rlrun.devices import ray_gpus, ray_worker_gpus
+    from rlrun.ray_runtime import cpus_reserved
+
+    ray_cfg = cfg.ray
+    learner_cpus, worker_cpus = cpus_reserved(cfg)
+    if not learner_cpus or ray_cfg.address is not None:
+        return  # no Ray learners, or a cluster: its own size
     n = cfg.trainer.num_learners
-    where = placement(cfg)
     if not ray_gpus(where.learner):
         return
     workers = cfg.collector.num_workers if worker_cpus else 0
