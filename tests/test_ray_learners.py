@@ -1,6 +1,6 @@
 """``trainer.learner_backend=ray`` through the console script: SAC optimised on two Ray learner
-actors (DDP, gloo) while this process collects, stopped by SIGTERM with a checkpoint, resumed with
-the learners' state; DQN on two learners fed by Ray collector workers, which get the learners'
+actors (DDP, gloo) while this process collects, stopped by a killed learner and by SIGTERM, resumed
+with the learners' state; DQN on two learners fed by Ray collector workers, which get the learners'
 weights with the driver's annealed epsilon; and what cannot run remotely, refused in one line
 before anything is written."""
 
@@ -46,25 +46,59 @@ def _checkpoints(workdir: Path) -> list[Path]:
     return sorted(workdir.glob("outputs/*/*/checkpoints/checkpoint-*"))
 
 
-def _start_and_train_two_batches(workdir: Path, *args: str) -> subprocess.Popen:
-    """``rlrun LEARNERS ARGS`` in a session of its own, once it saved a checkpoint after two
-    optimised batches (frame 400)."""
+def _train_until(workdir: Path, frames: int, *args: str) -> subprocess.Popen:
+    """``rlrun ARGS`` in a session of its own, once a checkpoint of ``frames`` frames or more
+    exists (checkpoints are named by their frames)."""
     proc = subprocess.Popen(
-        [RLRUN, *LEARNERS, "trainer.total_frames=20000", "checkpoint.every_frames=200", *args],
-        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [RLRUN, *args], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + 240
-    while not any(p.name >= "checkpoint-000000000400" for p in _checkpoints(workdir)):
+    while not any(p.name >= f"checkpoint-{frames:012d}" for p in _checkpoints(workdir)):
         if proc.poll() is not None or time.monotonic() > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
-            raise AssertionError(f"no checkpoint after two batches: {proc.communicate()[1]}")
+            raise AssertionError(f"no checkpoint of {frames} frames: {proc.communicate()[1]}")
         time.sleep(0.5)
     return proc
 
 
-def test_sac_on_two_learners_stops_on_sigterm_and_resumes(workdir: Path) -> None:
-    proc = _start_and_train_two_batches(workdir, "checkpoint.keep=100")  # the first one too
+def _kill_a_learner(proc: subprocess.Popen) -> tuple[int, str]:
+    """SIGKILL one Ray learner of the run ``proc``; its pid and the run's stderr once it ended."""
+    try:
+        (learner, *_) = [
+            pid
+            for pid in session_pids(proc.pid)
+            if b"_RayLearnerWorker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        os.kill(learner, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)  # it must not hang
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return learner, stderr
+
+
+def test_sac_on_two_learners_survives_a_killed_learner_and_sigterm(workdir: Path) -> None:
+    """A learner that dies takes the DDP group with it: the run stops within seconds with one
+    line naming it and resumes from the checkpoint saved before, with new learners. That run,
+    stopped by SIGTERM with a checkpoint, resumes again with the learners' state: frames and
+    optimisation steps go on. (One run per stop: each starts a Ray and two learners.)"""
+    args = [*LEARNERS, "trainer.total_frames=20000", "checkpoint.every_frames=200"]
+    proc = _train_until(workdir, 400, *args, "checkpoint.keep=100")  # the first one kept too
+    learner, stderr = _kill_a_learner(proc)
+    assert proc.returncode == 1, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    # named by its pid where Ray's error reached rlrun (under load TorchRL may first shut the
+    # learners down, and only "a Ray learner" is known)
+    named = (f"rlrun: error: Ray learner (pid {learner}) died", "rlrun: error: a Ray learner died")
+    assert last.startswith(named), last
+    assert "checkpoints saved before are kept" in last
+    assert leftovers(proc.pid) == []
+    (run,) = run_dirs(workdir)
+    assert summary(run)["status"] == "failed"
+
+    killed_at = int(_checkpoints(workdir)[-1].name.rsplit("-", 1)[1])
+    proc = _train_until(workdir, killed_at + 400, f"resume={run}")  # two more batches
     try:
         os.kill(proc.pid, signal.SIGTERM)  # the rlrun process only
         stdout, stderr = proc.communicate(timeout=180)
@@ -73,15 +107,15 @@ def test_sac_on_two_learners_stops_on_sigterm_and_resumes(workdir: Path) -> None
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, stderr[-3000:]
     assert leftovers(proc.pid) == []
+    assert f"resumed from {run}/checkpoints/checkpoint-{killed_at:012d}" in stderr + stdout
     assert "rlrun: interrupted" in stdout
-    (run,) = run_dirs(workdir)
     stopped = summary(run)
     assert stopped["status"] == "interrupted"
     frames = stopped["frames"]
-    assert 400 <= frames < 20000
+    assert killed_at + 400 <= frames < 20000
     assert (run / "checkpoints" / f"checkpoint-{frames:012d}").is_dir()
     steps = series(run, "optim_steps")
-    assert steps[-1] == (frames, frames / 200 * 50)  # 50 steps a batch
+    assert steps[-1] == (frames, frames / 200 * 50)  # 50 steps a batch, across the kill too
 
     more = frames + 400
     done, left = run_in_session(f"resume={run}", f"trainer.total_frames={more}", cwd=workdir)
@@ -99,38 +133,6 @@ def test_sac_on_two_learners_stops_on_sigterm_and_resumes(workdir: Path) -> None
         for n in (200, more)
     )
     assert (first != last).any()
-
-
-def test_a_killed_learner_stops_the_run_in_one_line_and_it_resumes(workdir: Path) -> None:
-    """A learner that dies takes the DDP group with it: the run stops within seconds with one
-    line naming it, and resumes from the checkpoint saved before, with new learners."""
-    proc = _start_and_train_two_batches(workdir)
-    try:
-        (learner, *_) = [
-            pid
-            for pid in session_pids(proc.pid)
-            if b"_RayLearnerWorker" in Path(f"/proc/{pid}/cmdline").read_bytes()
-        ]
-        os.kill(learner, signal.SIGKILL)
-        _, stderr = proc.communicate(timeout=120)  # it must not hang
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 1, stderr[-3000:]
-    last = stderr.strip().splitlines()[-1]
-    # named by its pid where Ray's error reached rlrun (under load TorchRL may first shut the
-    # learners down, and only "a Ray learner" is known)
-    named = (f"rlrun: error: Ray learner (pid {learner}) died", "rlrun: error: a Ray learner died")
-    assert last.startswith(named), last
-    assert "checkpoints saved before are kept" in last
-    assert leftovers(proc.pid) == []
-    (run,) = run_dirs(workdir)
-    assert summary(run)["status"] == "failed"
-    more = int(_checkpoints(workdir)[-1].name.rsplit("-", 1)[1]) + 200
-    done, left = run_in_session(f"resume={run}", f"trainer.total_frames={more}", cwd=workdir)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert left == []
-    assert summary(run)["status"] == "completed" and summary(run)["frames"] == more
 
 
 def test_dqn_on_two_learners_feeds_ray_workers_with_their_weights_and_epsilon(
