@@ -33,15 +33,6 @@ END_OF_LIFE = "end_of_life"  # the done key of an Atari training env's losses
 LIVES = "lives"
 
 
-def register_ale() -> None:
-    """Make gymnasium know the ``ALE/...`` ids (ale-py registers them on request)."""
-    try:
-        import ale_py
-    except ImportError:
-        raise ConfigError("Atari envs (ALE/...) need ale-py: pip install 'rlrun[atari]'.") from None
-    gymnasium.register_envs(ale_py)
-
-
 def make_kwargs(atari: DictConfig) -> dict:
     """``gymnasium.make`` arguments: frame skipping is the preprocessing's (max-pooled), so the
     emulator's own is off."""

@@ -8,7 +8,6 @@ TorchRL transform by ``_target_``.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from torchrl.envs import (
 from torchrl.envs.transforms import VecNormV2
 
 from rlrun import atari
-from rlrun.errors import ConfigError
+from rlrun.validation import check_env_id
 
 # MuJoCo renders (eval.video) through EGL, which needs no display; MUJOCO_GL set by the user wins.
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -64,17 +63,6 @@ class ObservationMask(ObservationTransform):
                 low=low, high=high, shape=low.shape, dtype=spec.dtype, device=spec.device
             )
         return observation_spec
-
-
-def check_env_id(env_id: str) -> None:
-    """Fail with the nearest registered ids when gymnasium does not know ``env_id``."""
-    if env_id.startswith("ALE/"):
-        atari.register_ale()
-    if env_id in gymnasium.envs.registry:
-        return
-    near = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=3, cutoff=0.5)
-    hint = f" Nearest ids: {', '.join(near)}." if near else ""
-    raise ConfigError(f"env.id={env_id} is not a registered gymnasium env.{hint}")
 
 
 def _single_gym_env(env_id: str, kwargs: dict, atari_cfg: DictConfig | None = None) -> EnvBase:

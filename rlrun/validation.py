@@ -60,6 +60,7 @@ def validate(cfg: DictConfig) -> None:
     check_replay_buffer(cfg.replay_buffer, cfg.env, cfg.collector)
     check_algorithm(cfg)
     check_ray_cpus(cfg)
+    check_env(cfg)  # makes the env once (gymnasium; envpool's imports torchrl)
     check_learners(cfg)  # its hook check, last, imports rlrun.hooks (torchrl)
     check_policy(cfg.policy)  # imports rlrun.policies (torchrl)
 
@@ -68,7 +69,6 @@ def validate(cfg: DictConfig) -> None:
     where = placement(cfg)  # devices that exist, and combinations that can work
     check_ray_gpus(cfg, where)
     check_targets(cfg)
-    check_env(cfg)
 
 
 def _ranged_fields(node: DictConfig, prefix: str) -> Iterator[tuple[str, Any, Range]]:
@@ -314,6 +314,28 @@ def check_collector(cfg: DictConfig, env: DictConfig) -> None:
 ACTION_SPACES = {"dqn": ("Discrete",), "sac": ("Box",), "td3": ("Box",), "ppo": ("Discrete", "Box")}
 
 
+def check_env_id(env_id: str) -> None:
+    """Fail with the nearest registered ids when gymnasium does not know ``env_id`` (ale-py
+    registers the ``ALE/...`` ids on request)."""
+    import difflib
+
+    import gymnasium
+
+    if env_id.startswith("ALE/"):
+        try:
+            import ale_py
+        except ImportError:
+            raise ConfigError(
+                "Atari envs (ALE/...) need ale-py: pip install 'rlrun[atari]'."
+            ) from None
+        gymnasium.register_envs(ale_py)
+    if env_id in gymnasium.envs.registry:
+        return
+    near = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=3, cutoff=0.5)
+    hint = f" Nearest ids: {', '.join(near)}." if near else ""
+    raise ConfigError(f"env.id={env_id} is not a registered gymnasium env.{hint}")
+
+
 @functools.cache
 def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
     """The action space's class and the render modes of ``env_id`` (one env made and closed)."""
@@ -321,8 +343,6 @@ def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
 
     import gymnasium
     from gymnasium.error import DependencyNotInstalled
-
-    from rlrun.envs import check_env_id
 
     check_env_id(env_id)
     try:
