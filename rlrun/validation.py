@@ -60,8 +60,8 @@ def validate(cfg: DictConfig) -> None:
     check_replay_buffer(cfg.replay_buffer, cfg.env, cfg.collector)
     check_algorithm(cfg)
     check_ray_cpus(cfg)
-    check_env(cfg)  # makes the env once (gymnasium; envpool's imports torchrl)
     check_learners(cfg)  # its hook check, last, imports rlrun.hooks (torchrl)
+    check_env(cfg)  # makes the env once (gymnasium; envpool's imports torchrl)
     check_policy(cfg.policy)  # imports rlrun.policies (torchrl)
 
     from rlrun.devices import placement  # imports torch
