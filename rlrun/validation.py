@@ -61,7 +61,7 @@ def validate(cfg: DictConfig) -> None:
     check_algorithm(cfg)
     check_ray_cpus(cfg)
     check_learners(cfg)  # its hook check, last, imports rlrun.hooks (torchrl)
-    check_env(cfg)  # makes the env once (gymnasium; envpool's imports torchrl)
+    check_env(cfg)  # makes the env once with gymnasium (env.backend=envpool: imports torchrl)
     check_policy(cfg.policy)  # imports rlrun.policies (torchrl)
 
     from rlrun.devices import placement  # imports torch
