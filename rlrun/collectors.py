@@ -188,7 +188,7 @@ def make_collector(
     traj_ids_read: bool = False,
     exploration: TensorDictModuleBase | None = None,
     ray_cfg: DictConfig | None = None,
-    remote_learners: bool = False,
+    remote_learners: bool,
 ) -> BaseCollector:
     """Build the collector that feeds the Trainer ``frames_per_batch`` frames at a time.
 
@@ -343,7 +343,7 @@ def make_ray_collector(
     worker_factory: Callable[[], TensorDictModule] | None,
     where: Placement,
     common: dict,
-    remote_learners: bool = False,
+    remote_learners: bool,
 ) -> BaseCollector:
     """TorchRL's ``RayCollector`` over ``cfg.num_workers`` actors, each running a
     :class:`RayWorkerCollector` on envs it builds itself. Its policy is pickled (from the CPU)
