@@ -188,7 +188,7 @@ def make_collector(
     traj_ids_read: bool = False,
     exploration: TensorDictModuleBase | None = None,
     ray_cfg: DictConfig | None = None,
-    remote_learners: bool,
+    remote_learners: bool = False,
 ) -> BaseCollector:
     """Build the collector that feeds the Trainer ``frames_per_batch`` frames at a time.
 
