@@ -27,7 +27,7 @@ from rlrun.validation import check_command_line
 # plugins' names on purpose (the plugin's dataclass validates them); Hydra warns about it on each
 # composition. Launcher workers get the same filter from hydra_plugins/rlrun_sweepers/__init__.py.
 warnings.filterwarnings("ignore", message=r"\n'hydra/.*' is validated against ConfigStore")
-SUBCOMMANDS = {"report": "rlrun.report", "eval": "rlrun.playback", "export": "rlrun.export"}
+SUBCOMMANDS = {"report": "rlrun.report", "eval": "rlrun.playback", "export": "rlrun.export_command"}
 
 HELP = """\
 rlrun: config-driven reinforcement learning with TorchRL.

@@ -23,32 +23,19 @@ import json
 import logging
 import math
 import shutil
-import sys
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stderr
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rlrun.errors import ConfigError, RunError
-from rlrun.loading import TensorPolicy, Trained, load_trained, run_folders, split_options
+from rlrun.export_command import SUFFIX
+from rlrun.loading import TensorPolicy, Trained
 
-USAGE = """\
-Usage: rlrun export RUN format=onnx|torchscript [checkpoint=NAME] [KEY=VALUE ...]
-
-Write RUN/export/policy.onnx (or policy.pt) and its JSON specs, checked against the in-process
-policy on real observations.
-  format=onnx          ONNX (onnxruntime runs it; pip install 'rlrun[export]')
-  format=torchscript   TorchScript (torch.jit.load, libtorch)
-  checkpoint=NAME      best | step_N | a checkpoint folder (default: the newest intact one)
-  KEY=VALUE            a key of the run's saved config (the policy's shapes must not change)
-"""
-OPTIONS = ("format", "checkpoint")
-SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 ATOL, RTOL = 1e-5, 1e-4  # float outputs: |file - in-process| <= ATOL + RTOL * |in-process|
 SAMPLE_ENVS, SAMPLE_STEPS = 4, 32  # real observations: 4 envs side by side, 32 steps each
 RAW = "raw_observation"  # the observation before the env's transforms, recorded for the check
@@ -295,37 +282,3 @@ def export(trained: Trained, fmt: str) -> Path:
         for file in (name, f"{name}.json"):
             shutil.move(Path(tmp) / file, folder / file)
     return folder / name
-
-
-def main(args: list[str]) -> int:
-    """``rlrun export``."""
-    if not args or args[0] in ("--help", "-h"):
-        print(USAGE, end="", file=sys.stdout if args else sys.stderr)
-        return 0 if args else 2
-    from rlrun.run import shown
-
-    options, overrides = split_options(args[1:], OPTIONS, "export")
-    fmt = options.get("format")
-    if fmt not in SUFFIX:
-        given = f"format={fmt} is not valid" if fmt else "format= is missing"
-        raise ConfigError(f"rlrun export: {given}; use format=onnx or format=torchscript.")
-    if fmt == "onnx" and not all(find_spec(m) for m in ("onnx", "onnxruntime", "onnxscript")):
-        raise ConfigError("format=onnx needs the onnx packages: pip install 'rlrun[export]'.")
-    if any(o.split("=", 1)[0].lstrip("+") == "device" for o in overrides):
-        raise ConfigError("rlrun export loads the policy on the CPU; drop device=.")
-    path = Path(args[0]).expanduser().absolute()
-    (run_dir, *more) = run_folders(path, "export")
-    if more or run_dir != path:
-        raise ConfigError(
-            f"rlrun export {path}: a sweep folder; export one of its jobs ({run_dir})."
-        )
-    trained = load_trained(run_dir, overrides, options.get("checkpoint"), device="cpu")
-    path = export(trained, fmt)
-    specs = json.loads(Path(f"{path}.json").read_text())
-    diffs = ", ".join(f"{k} {v:.2g}" for k, v in specs["verified"]["max_abs_diff"].items())
-    print(f"rlrun export: {shown(path)} ({specs['verified']['runtime']}) and {path.name}.json")
-    print(
-        f"rlrun export: verified on {specs['verified']['rows']} real observations of "
-        f"{trained.cfg.env.id} against the in-process policy: max |difference| {diffs}"
-    )
-    return 0

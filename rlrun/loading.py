@@ -13,7 +13,6 @@ by ``rlrun/devices.py``, so a run trained with ``device=cuda`` loads with ``devi
 
 from __future__ import annotations
 
-import difflib
 import pickle
 import re
 import warnings
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 from torch import nn
@@ -33,113 +32,13 @@ from torchrl.envs.transforms import VecNormV2
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from rlrun.errors import ConfigError
+from rlrun.run_dirs import is_run_dir, run_config, run_folders
 
-RUN_CONFIG = Path(".hydra") / "config.yaml"
 SIZE_MISMATCH = re.compile(  # torch's load_state_dict message
     r"size mismatch for ([^:]+): copying a param with shape torch.Size\((\[[^\]]*\])\) from "
     r"checkpoint, the shape in current model is torch.Size\((\[[^\]]*\])\)"
 )
 STEP = re.compile(r"(?:step_)?(\d+)")  # checkpoint=step_200000 (or 200000)
-# keys that only place training (collector, replay buffer, CUDA graphs): reset to their CPU
-# values so that device=cpu alone is enough to load a run trained on a GPU
-TRAINING_PLACEMENT = {
-    "collector.device": None,
-    "replay_buffer.device": "cpu",
-    "replay_buffer.pin_memory": "false",
-    "algo.cudagraphs": False,
-    "policy.cudagraphs": False,
-}
-
-
-def is_run_dir(path: Path) -> bool:
-    return (path / RUN_CONFIG).is_file()
-
-
-def run_folders(path: Path, command: str) -> list[Path]:
-    """``[path]`` for a run folder, every job folder (numbered order) for a sweep folder."""
-    from rlrun.resume import is_sweep_dir
-
-    path = path.expanduser().absolute()
-    if is_run_dir(path):
-        return [path]
-    if is_sweep_dir(path):
-        jobs = [p for p in path.iterdir() if is_run_dir(p)]
-        if jobs:
-            return sorted(jobs, key=lambda p: (not p.name.isdigit(), p.name.zfill(12)))
-        raise ConfigError(f"rlrun {command} {path}: this sweep folder holds no job folder yet.")
-    raise ConfigError(
-        f"rlrun {command} {path}: not a run folder (no {RUN_CONFIG} there) nor a sweep folder "
-        "(no multirun.yaml); give a folder that rlrun created, e.g. outputs/<date>/<time>."
-    )
-
-
-def split_options(args: Sequence[str], own: Sequence[str], command: str) -> tuple[dict, list]:
-    """``key=value`` arguments: the command's own options (``own``), and overrides of the run's
-    config (the rest)."""
-    options, overrides = {}, []
-    for arg in args:
-        key, eq, value = arg.partition("=")
-        if not eq or arg.startswith("-"):
-            raise ConfigError(f"rlrun {command}: {arg} is not key=value; see rlrun --help.")
-        if key in own:
-            options[key] = value
-        else:
-            overrides.append(arg)
-    return options, overrides
-
-
-def _keys(node: Any, prefix: str = "") -> list[str]:
-    if not isinstance(node, DictConfig):
-        return []
-    found = []
-    for key, value in node.items_ex(resolve=False):
-        found.append(f"{prefix}{key}")
-        found += _keys(value, f"{prefix}{key}.")
-    return found
-
-
-def apply_overrides(cfg: DictConfig, overrides: Sequence[str]) -> None:
-    """Hydra-syntax ``key=value`` overrides on a saved config: only keys the run has (``+key=``
-    adds one), values parsed as Hydra parses them (``env.obs_mask=[0,2]``, ``null``)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import OverrideType
-    from hydra.errors import HydraException
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except HydraException as err:
-        raise ConfigError(str(err).splitlines()[0]) from None
-    for override in parsed:
-        key, line = override.key_or_group, override.input_line
-        if override.is_sweep_override() or override.type == OverrideType.DEL:
-            raise ConfigError(f"{line}: give one value per key (no sweeps, no ~deletions).")
-        current = OmegaConf.select(cfg, key, default=KeyError)
-        if current is KeyError and override.type != OverrideType.ADD:
-            near = difflib.get_close_matches(key, _keys(cfg), n=1, cutoff=0.6)
-            hint = f" Did you mean {near[0]}?" if near else ""
-            raise ConfigError(
-                f"{key} is not a key of this run's config.{hint} (To add one, write +{line})"
-            )
-        value = override.value()
-        if isinstance(current, DictConfig) and not isinstance(value, dict):
-            raise ConfigError(
-                f"{line}: a saved run has no config groups to pick; override its keys instead "
-                f"(e.g. {key}.id=... for env), as they are in {RUN_CONFIG}."
-            )
-        OmegaConf.update(cfg, key, value, merge=False, force_add=True)
-
-
-def run_config(run_dir: Path, overrides: Sequence[str], device: str | None) -> DictConfig:
-    """The run's saved composed config with ``overrides`` applied; ``device`` (if given) is the
-    one to load on."""
-    cfg = OmegaConf.load(run_dir / RUN_CONFIG)
-    apply_overrides(cfg, overrides)
-    if device is not None:
-        cfg.device = device
-    for key, value in TRAINING_PLACEMENT.items():
-        if OmegaConf.select(cfg, key, default=KeyError) is not KeyError:
-            OmegaConf.update(cfg, key, value, merge=False)
-    return cfg
 
 
 def choose_checkpoint(run_dir: Path, backend: str, name: str | None) -> Path:
@@ -264,13 +163,7 @@ def load_trained(
     """Rebuild ``run_dir``'s env and policy (``overrides`` on its saved config) and load the
     weights of ``checkpoint`` (default: the newest intact one) on ``device`` (default: the
     run's own)."""
-    from rlrun.run import quiet_torchrl
-
-    quiet_torchrl()
-    warnings.filterwarnings("ignore", message="Support of VecNormV2 for containers")  # batched envs
-    cfg = run_config(run_dir, overrides, device)
-    with keys_of_newer_rlrun(run_dir):
-        return rebuild(run_dir, cfg, checkpoint)
+    return rebuild(run_dir, run_config(run_dir, overrides, device), checkpoint)
 
 
 @contextmanager
@@ -290,7 +183,16 @@ def keys_of_newer_rlrun(run_dir: Path) -> Iterator[None]:
 
 
 def rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
-    """:func:`load_trained` once the config is final."""
+    """:func:`load_trained` from the run's final config (``rlrun.run_dirs.run_config``)."""
+    from rlrun.run import quiet_torchrl
+
+    quiet_torchrl()
+    warnings.filterwarnings("ignore", message="Support of VecNormV2 for containers")  # batched envs
+    with keys_of_newer_rlrun(run_dir):
+        return _rebuild(run_dir, cfg, checkpoint)
+
+
+def _rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
     from rlrun.devices import on_device, placement
     from rlrun.envs import make_env
     from rlrun.policies import build_policy

@@ -18,9 +18,13 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlrun.errors import ConfigError
-from rlrun.loading import Trained, load_trained, run_folders, split_options
+from rlrun.run_dirs import run_config, run_folders, shown, split_options
+
+if TYPE_CHECKING:
+    from rlrun.loading import Trained
 
 USAGE = """\
 Usage: rlrun eval RUN_OR_SWEEP_FOLDER [key=value ...]
@@ -129,15 +133,16 @@ def main(args: list[str]) -> int:
     if not args or args[0] in ("--help", "-h"):
         print(USAGE, end="", file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
-    from rlrun.run import shown
-
     options, overrides = split_options(args[1:], OPTIONS, "eval")
     overrides = [*eval_overrides(options), *overrides]
     runs = run_folders(Path(args[0]), "eval")
     failed = 0
     for run_dir in runs:
         try:
-            trained = load_trained(run_dir, overrides, options.get("checkpoint"))
+            cfg = run_config(run_dir, overrides, None)  # its keys checked before torch is imported
+            from rlrun.loading import rebuild
+
+            trained = rebuild(run_dir, cfg, options.get("checkpoint"))
             result = evaluate(trained, args[1:])
         except ConfigError as err:
             if len(runs) == 1:

@@ -85,6 +85,7 @@ from rlrun.policies import build_policy
 from rlrun.pruning import is_pruned, register_pruning
 from rlrun.ray_runtime import cpus_reserved, ray_session, uses_ray
 from rlrun.resume import preemption_signals, requeue_if_preempted, requeued_checkpoint
+from rlrun.run_dirs import shown
 from rlrun.updates import UpdateStep, make_optimizer
 from rlrun.validation import validate
 
@@ -121,14 +122,6 @@ def write_summary(run_dir: Path, stats: EpisodeStats, frames: int, status: str, 
         **extra,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-
-
-def shown(path: Path) -> str:
-    """``path`` relative to the working folder when it is inside it (shorter to copy)."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def print_summary(run_dir: Path, stats: EpisodeStats, frames: int, status: str) -> None:
