@@ -28,7 +28,7 @@ from torchrl.data.replay_buffers import (
 )
 from torchrl.data.replay_buffers.samplers import prioritized as _prioritized
 from torchrl.envs import CatFrames, Compose, Transform
-from torchrl.trainers import ReplayBufferTrainer
+from torchrl.trainers import ReplayBufferTrainer, Trainer
 
 from rlrun.devices import Placement
 
@@ -114,15 +114,70 @@ class FrameStackReplayBuffer(PinnedReplayBuffer):
         return (data, info) if return_info else data
 
 
+class UniformSampler:
+    """Uniform replay samples read straight from a tensor storage, as tensor ops only: a fused
+    update step calls it, so that sampling compiles and, with the storage on the learner's
+    device, is captured in the step's CUDA graph (LeanRL's and TorchRL's recipes sample on the
+    GPU too).
+
+    What TorchRL's ``ReplayBuffer.sample`` adds around the same gather (locks, sampler and writer
+    calls, the info keys) costs more than the gather itself for batches of a few hundred. The
+    number of stored transitions is a tensor on the storage's device, refreshed after each
+    extend: a captured step reads it from memory instead of replaying the count it was
+    captured with, and no step waits for the host.
+    """
+
+    def __init__(self, replay_buffer: ReplayBuffer) -> None:
+        self.storage = replay_buffer.storage
+        self.batch_size = replay_buffer.batch_size
+        self.device = self.storage.device
+        self.stored = torch.zeros((), device=self.device)
+
+    def refresh(self) -> None:
+        """Called after each extend (in Python, outside any captured step)."""
+        self.stored.fill_(len(self.storage))
+
+    def sample(self) -> TensorDictBase:
+        index = (torch.rand(self.batch_size, device=self.device) * self.stored).long()
+        return self.storage._storage[index]
+
+
+def fuses_sampling(cfg: DictConfig, where: Placement) -> bool:
+    """Whether the update step samples the replay buffer itself (:class:`UniformSampler`): a
+    uniform sampler over a storage on the learner's device, with no transforms or prefetch
+    threads. Prioritized, slice and frame-stack sampling keep TorchRL's buffer, sampled by the
+    hook on ``process_optim_batch`` with priorities updated on ``post_loss``."""
+    return (
+        cfg.sampler == "random"
+        and not cfg.single_frames
+        and not cfg.transforms
+        and not cfg.prefetch
+        and where.replay == where.learner
+    )
+
+
 class ReplayBufferHook(ReplayBufferTrainer):
     """TorchRL's replay-buffer hook (extend on ``batch_process``, sample on
     ``process_optim_batch``, priorities on ``post_loss``) with a non-blocking move of the
-    (pinned) sample to the train device."""
+    (pinned) sample to the train device. With a ``fused`` sampler the update step samples
+    itself: the hook only extends the buffer and refreshes the sampler's count."""
+
+    def __init__(self, *args: Any, fused: UniformSampler | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fused = fused
 
     def extend(self, batch: TensorDictBase) -> TensorDictBase:
         # TorchRL's flattening also sets ``truncated`` on every step of a [env, time] batch.
         self.replay_buffer.extend(batch.reshape(-1))
+        if self.fused is not None:
+            self.fused.refresh()
         return batch
+
+    def register(self, trainer: Trainer, name: str = "replay_buffer") -> None:
+        if self.fused is None:
+            return super().register(trainer, name)
+        trainer.register_op("batch_process", self.extend)
+        trainer.register_module(name, self)
 
     def sample(self, batch: TensorDictBase) -> TensorDictBase:
         sample = self.replay_buffer.sample(batch_size=self.batch_size)
@@ -212,6 +267,9 @@ def make_replay_buffer(
     return PinnedReplayBuffer(sampler=_sampler(cfg), **common)
 
 
-def make_replay_buffer_hook(rb: PinnedReplayBuffer, where: Placement) -> ReplayBufferHook:
-    """The Trainer hook: flat transitions in, samples on the learner's device out."""
-    return ReplayBufferHook(rb, device=where.learner)
+def make_replay_buffer_hook(
+    rb: PinnedReplayBuffer, where: Placement, fused: UniformSampler | None = None
+) -> ReplayBufferHook:
+    """The Trainer hook: flat transitions in, samples on the learner's device out (or, with
+    ``fused``, sampled by the update step itself)."""
+    return ReplayBufferHook(rb, device=where.learner, fused=fused)

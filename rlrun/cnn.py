@@ -15,10 +15,10 @@ import torch
 from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torch import nn
 from torchrl.data import Composite, TensorSpec
-from torchrl.modules import ActorValueOperator, ProbabilisticActor, QValueActor, TanhNormal
+from torchrl.modules import ActorValueOperator, QValueActor, TanhNormal
 
 from rlrun.errors import ConfigError
-from rlrun.policies import ACTIVATIONS, ActorCritic, action_distribution
+from rlrun.policies import ACTIVATIONS, ActorCritic, BoundedActor, action_distribution
 
 
 def _init(layer: nn.Module, gain: float) -> nn.Module:
@@ -91,7 +91,7 @@ def make_cnn_actor_critic(
     dist_keys = ["logits"]
     if dist_cls is TanhNormal:
         body, dist_keys = nn.Sequential(body, NormalParamExtractor()), ["loc", "scale"]
-    policy_head = ProbabilisticActor(
+    policy_head = BoundedActor(
         TensorDictModule(body, ["hidden"], dist_keys),
         in_keys=dist_keys,
         spec=action_spec,

@@ -8,8 +8,10 @@ follows TorchRL's own recipes:
 - the collector runs its policy on ``collector.device`` (default: the top-level ``device``) and
   stores each batch on the learner's device, moving every step with ``non_blocking=True``;
 - the learner (loss, optimiser, PPO's minibatches) lives on ``device``;
-- off-policy storage lives on ``replay_buffer.device`` (default ``cpu``); samples are pinned after
-  the transforms and copied to the learner with ``non_blocking=True``;
+- off-policy storage lives on ``replay_buffer.device``; by default (``auto``) a tensor storage on
+  the learner's device, where the update step samples it itself, and a memmap storage on the
+  CPU, whose samples are pinned after the transforms and copied to the learner with
+  ``non_blocking=True``;
 - evaluation steps a CPU env with the learner's policy (:class:`OnDevice` moves the data).
 
 ``placement`` is pure (it reads the config and the number of CUDA devices, which tests pass in),
@@ -135,8 +137,8 @@ def placement(cfg: DictConfig, cuda_devices: int | None = None) -> Placement:
     if cfg.collector.device is not None:
         collector_policy = parse_device("collector.device", cfg.collector.device, cuda_devices)
     rb = cfg.replay_buffer
-    if rb.device == "auto":
-        replay = learner
+    if rb.device == "auto":  # memmap: on disk, read on the CPU
+        replay = CPU if rb.storage == "memmap" else learner
     else:
         replay = parse_device("replay_buffer.device", rb.device, cuda_devices)
     if rb.storage == "memmap" and replay.type != "cpu":
@@ -189,6 +191,17 @@ class OnDevice(TensorDictModuleBase):
 def on_device(module: TensorDictModuleBase, device: torch.device) -> TensorDictModuleBase:
     """``module`` itself on the CPU; elsewhere, wrapped to act on a CPU env's data."""
     return module if device.type == "cpu" else OnDevice(module, device)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on ``device`` (nothing to wait for on the CPU): for timings."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def capturing() -> bool:
+    """Whether a CUDA graph is being captured on the current stream (never on a CPU build)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def ray_gpus(device: torch.device, share: float = 1.0) -> float:

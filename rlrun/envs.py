@@ -34,6 +34,7 @@ from torchrl.envs import (
 )
 from torchrl.envs.transforms import VecNormV2
 
+import rlrun.tensordict_fixes  # noqa: F401  (a speed fix, applied on import)
 from rlrun import atari
 from rlrun.validation import check_env_id
 

@@ -39,6 +39,7 @@ from torchrl.modules import (
 )
 from torchrl.modules.utils import get_primers_from_module
 
+import rlrun.tensordict_fixes  # noqa: F401  (a speed fix, applied on import)
 from rlrun.errors import ConfigError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
@@ -122,6 +123,23 @@ def _mlp(in_features: int | None, out: int, sizes: Sequence[int], act: str) -> M
     )
 
 
+class BoundedActor(ProbabilisticActor):
+    """TorchRL's ``ProbabilisticActor`` whose distribution bounds (TanhNormal's ``low`` and
+    ``high``) move with it. TorchRL keeps them in a plain dict that ``.to(device)`` leaves where
+    they were built: on a GPU, TanhNormal then copied them from the CPU at every call, and a CUDA
+    graph cannot capture that copy ("Cannot copy between CPU and CUDA tensors during CUDA graph
+    capture"). TorchRL's own SAC recipe builds them on the device instead."""
+
+    def _apply(self, fn, recurse: bool = True):
+        super()._apply(fn, recurse)
+        for module in self.modules():
+            kwargs = getattr(module, "distribution_kwargs", None) or {}
+            for key in ("low", "high"):
+                if isinstance(kwargs.get(key), torch.Tensor):
+                    kwargs[key] = fn(kwargs[key])
+        return self
+
+
 def action_distribution(action_spec: TensorSpec) -> tuple[type, dict, int]:
     """Distribution class, its kwargs and the number of network outputs for an action spec."""
     if isinstance(action_spec, OneHot):
@@ -192,7 +210,7 @@ def make_actor_critic(
     if dist_cls is TanhNormal and not state_dependent_std:
         n_out //= 2  # the locs; the scales are parameters
         extractor = AddStateIndependentNormalScale(n_out, scale_mapping="exp", init_value=0.0)
-    actor = ProbabilisticActor(
+    actor = BoundedActor(
         trunk("actor", extractor, n_out, dist_keys),
         in_keys=dist_keys,
         spec=action_spec,
@@ -284,7 +302,7 @@ def make_sac_networks(
         )
     obs_dim = observation_spec["observation"].shape[-1]
     body = nn.Sequential(_mlp(obs_dim, n_out, hidden_sizes, activation), NormalParamExtractor())
-    actor = ProbabilisticActor(
+    actor = BoundedActor(
         TensorDictModule(body, ["observation"], ["loc", "scale"]),
         in_keys=["loc", "scale"],
         spec=action_spec,

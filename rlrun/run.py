@@ -10,9 +10,11 @@ stage, hooks act in the order ``build_trainer`` registers them, the ``hooks`` co
    and fills its minibatch storage; DQN anneals epsilon.
 2. ``pre_steps_log``: episode returns and lengths, frames/s, PPO's log-prob check, epsilon.
 3. unless still in ``collector.init_random_frames``, for each epoch and optimisation step:
-   ``process_optim_batch`` (a minibatch or a replay sample, on the learner's device), the update
-   step (``rlrun/updates.py``: loss, backward, clip, optimiser step), ``post_loss`` (replay
-   priorities), ``post_optim`` (target networks); then ``post_optim_complete_log`` (losses).
+   ``process_optim_batch`` (PPO's minibatch, or a prioritized/slice replay sample, on the
+   learner's device), the update step (``rlrun/updates.py``: off-policy with uniform replay, one
+   fused function that samples the storage itself, then loss, backward, clip, optimiser step and
+   soft target update; a hard target copy after it), ``post_loss`` (replay priorities),
+   ``post_optim``; then ``post_optim_complete_log`` (losses).
 4. ``post_steps``: a NaN/inf loss stops the run (nothing of this batch is saved); trained
    weights to the collector's copy or workers, learning-rate annealing,
    torchsnapshot checkpoints, an Optuna trial's pruning check.
@@ -44,7 +46,12 @@ from torchrl.trainers import Trainer
 
 from rlrun.algorithms import make_algorithm
 from rlrun.atari import END_OF_LIFE
-from rlrun.buffers import make_replay_buffer, make_replay_buffer_hook
+from rlrun.buffers import (
+    UniformSampler,
+    fuses_sampling,
+    make_replay_buffer,
+    make_replay_buffer_hook,
+)
 from rlrun.checkpoints import (
     SnapshotSaver,
     find_checkpoint,
@@ -208,13 +215,15 @@ def build_trainer(
     )
     started.callback(collector.shutdown)
     remote = remote_learners(cfg)  # optimised on Ray actors (rlrun/learners.py)
-    replay_buffer = None
+    replay_buffer = sampler = None
     if remote:
         replay_buffer = make_remote_replay_buffer(cfg.replay_buffer, cfg.trainer.num_learners)
     elif algo.off_policy:
         replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, where, cfg.env.atari)
-    cudagraphs = cfg.algo.get("cudagraphs", False)  # needs a capturable optimiser
-    optimizer = make_optimizer(cfg.optim, algo.loss, where, cudagraphs)
+        if fuses_sampling(cfg.replay_buffer, where):  # sampled inside the update step
+            sampler = UniformSampler(replay_buffer)
+    compiled, cudagraphs = cfg.algo.get("compile", False), cfg.algo.get("cudagraphs", False)
+    optimizer = make_optimizer(cfg.optim, algo.loss, where, cudagraphs=cudagraphs, compile=compiled)
     update = None  # remote: TorchRL's own step, its loss through DDP, on each learner
     if not remote:
         update = UpdateStep(
@@ -222,8 +231,10 @@ def build_trainer(
             optimizer,
             algo.max_grad_norm,
             where.learner,
-            compile=cfg.algo.get("compile", False),
+            compile=compiled,
             cudagraphs=cudagraphs,
+            sampler=sampler,
+            target_updater=algo.target_updater,
         )
     logger = make_logger(cfg.logger, run_dir, exp_name=run_dir.name)
     started.callback(logger.close)
@@ -265,7 +276,7 @@ def build_trainer(
             hook.register(trainer)
     else:
         if replay_buffer is not None:
-            make_replay_buffer_hook(replay_buffer, where).register(trainer)
+            make_replay_buffer_hook(replay_buffer, where, sampler).register(trainer)
         for hook in [*algo.collect_hooks, *algo.hooks, stats, LossLog()]:
             hook.register(trainer)
         if runs_in_place(collector, policy):

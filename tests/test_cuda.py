@@ -110,3 +110,72 @@ def test_the_cnn_reads_floats_on_the_gpu_while_the_buffer_keeps_uint8_frames(tmp
     assert stored["frame"].dtype == torch.uint8 and stored["frame"].device.type == "cpu"
     assert seen and all(x.device.type == "cuda" and x.dtype == torch.float32 for x in seen)
     assert all(0.0 <= x.min() and x.max() <= 1.0 for x in seen)
+
+
+CAPTURED = ["device=cuda", "algo.cudagraphs=true", "collector.init_random_frames=0"]
+STEPS = 24  # past each phase's warm-up and capture (CUDAGRAPH_WARMUP + 1 calls), then replays
+
+
+def captured_steps(tmp_path: Path, watch, *overrides: str) -> list:
+    """``watch(trainer)`` after each of ``STEPS`` update steps of a run built with ``overrides``
+    and ``CAPTURED``, all on one collected batch."""
+    seen = []
+    with built(tmp_path, *overrides, *CAPTURED) as (_, trainer):
+        batch = trainer._process_batch_hook(next(iter(trainer.collector)))
+        step = trainer.optimization_stepper
+        for _ in range(STEPS):
+            step.step(trainer, trainer._process_optim_batch_hook(batch))
+            seen.append(watch(trainer))
+    return seen
+
+
+def flat(params) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in params.values(True, True)]).clone()
+
+
+def changes(snapshots: list[torch.Tensor]) -> list[bool]:
+    return [not torch.equal(a, b) for a, b in zip(snapshots, snapshots[1:], strict=False)]
+
+
+def test_td3_actor_delay_holds_under_a_graph(tmp_path: Path) -> None:
+    """Each phase (critic only, critic and actor) is its own captured graph: the actor and its
+    targets move every 2nd step, replay after replay, not as the capture did."""
+    seen = captured_steps(
+        tmp_path,
+        lambda t: (flat(t.loss_module.actor_network_params),
+                   flat(t.loss_module.target_actor_network_params)),
+        "+experiment=td3_mujoco", "env=pendulum", "collector.frames_per_batch=64",
+    )  # fmt: skip
+    actor = changes([a for a, _ in seen])
+    target = changes([t for _, t in seen])
+    assert actor == [i % 2 == 0 for i in range(STEPS - 1)] == target, (actor, target)
+
+
+def test_dqn_hard_target_copies_hold_under_a_graph(tmp_path: Path) -> None:
+    """The copy counter runs in Python between replays: the target moves once every 5 steps."""
+    seen = captured_steps(
+        tmp_path, lambda t: flat(t.loss_module.target_value_network_params),
+        "+experiment=dqn", "algo.target_update_period=4",
+    )  # fmt: skip
+    moved = changes(seen)
+    assert sum(moved) == (STEPS - 1) // 5 and moved.count(True) >= 4, moved
+
+
+def test_sac_temperature_and_learning_rate_are_read_at_each_replay(tmp_path: Path) -> None:
+    """SAC's entropy temperature changes at every replayed step; once the learning rate
+    (a tensor, as annealing sets it) is 0, a replayed step leaves the weights where they are."""
+
+    def watch(trainer) -> tuple:
+        lr = trainer.optimizer.param_groups[0]["lr"]
+        if len(seen_lr) == STEPS // 2:
+            lr.fill_(0.0)  # what LinearLRAnnealing does at the end of a run
+        seen_lr.append(float(lr))
+        loss = trainer.loss_module
+        return float(loss.log_alpha), flat(loss.actor_network_params)
+
+    seen_lr: list[float] = []
+    seen = captured_steps(tmp_path, watch, "+experiment=sac", "collector.frames_per_batch=64")
+    alphas = [a for a, _ in seen[: STEPS // 2]]
+    assert len(set(alphas)) == len(alphas)  # a new temperature at every step
+    moved = changes([p for _, p in seen])
+    assert all(moved[: STEPS // 2 - 1]) and not any(moved[STEPS // 2 + 1 :]), moved

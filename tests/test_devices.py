@@ -36,17 +36,20 @@ C, G0, G1 = CPU, GPU0, GPU1
     [
         # learner, collector policy, storing, replay storage, pinned samples, start method
         (["device=cpu"], 2, (C, C, C, C, False, "fork")),
-        (["device=cuda"], 2, (G0, G0, G0, C, True, "spawn")),
-        (["device=cuda:1"], 2, (G1, G1, G1, C, True, "spawn")),
+        (["device=cuda"], 2, (G0, G0, G0, G0, False, "spawn")),
+        (["device=cuda:1"], 2, (G1, G1, G1, G1, False, "spawn")),
         (["device=auto"], 0, (C, C, C, C, False, "fork")),
-        (["device=auto"], 2, (G0, G0, G0, C, True, "spawn")),
-        (["device=cuda", "collector.device=cpu"], 2, (G0, C, G0, C, True, "spawn")),
+        (["device=auto"], 2, (G0, G0, G0, G0, False, "spawn")),
+        (["device=cuda", "collector.device=cpu"], 2, (G0, C, G0, G0, False, "spawn")),
         (["device=cpu", "collector.device=cuda:1"], 2, (C, G1, C, C, False, "spawn")),
-        (["device=cuda", "replay_buffer.device=auto"], 2, (G0, G0, G0, G0, False, "spawn")),
+        (["device=cuda", "replay_buffer.device=cpu"], 2, (G0, G0, G0, C, True, "spawn")),
+        (["device=cuda", "replay_buffer.storage=memmap"], 2, (G0, G0, G0, C, True, "spawn")),
         (["device=cuda", "replay_buffer.device=cuda:1"], 2, (G0, G0, G0, G1, False, "spawn")),
-        (["device=cuda", "replay_buffer.pin_memory=false"], 2, (G0, G0, G0, C, False, "spawn")),
+        (["device=cuda", "replay_buffer.device=cpu", "replay_buffer.pin_memory=false"], 2,
+         (G0, G0, G0, C, False, "spawn")),
         (["device=cpu", "replay_buffer.pin_memory=true"], 2, (C, C, C, C, True, "fork")),
-        (["device=cuda", "env.mp_start_method=forkserver"], 2, (G0, G0, G0, C, True, "forkserver")),
+        (["device=cuda", "env.mp_start_method=forkserver"], 2,
+         (G0, G0, G0, G0, False, "forkserver")),
     ],
 )  # fmt: skip
 def test_placement_rule(overrides: list[str], gpus: int, expected: tuple) -> None:
@@ -78,7 +81,7 @@ def test_pin_true_without_cuda_warns_once_and_goes_on_unpinned(monkeypatch) -> N
         (["replay_buffer.device=cuda:1"], 1, "replay_buffer.device=cuda:1 but only 1 CUDA"),
         (["replay_buffer.pin_memory=yes"], 0, "replay_buffer.pin_memory=yes is not valid"),
         (
-            ["device=cuda", "replay_buffer.device=auto", "replay_buffer.storage=memmap"],
+            ["device=cuda", "replay_buffer.device=cuda", "replay_buffer.storage=memmap"],
             1,
             "memmap storage lives on disk; use replay_buffer.device=cpu",
         ),

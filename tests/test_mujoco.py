@@ -99,9 +99,9 @@ def test_td3_updates_the_actor_every_policy_delay_critic_steps() -> None:
     loss = DelayedTD3Loss(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3)
     loss.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
     optimizer = torch.optim.Adam(loss.parameters(), lr=1e-2)
-    step = UpdateStep(loss, optimizer, 10.0, torch.device("cpu"))
-    # stepped after every optimisation step, as rlrun's hook and a Ray learner do
+    # the update step counts the steps and steps the targets, as in a run
     updater = DelayedSoftUpdate(loss, tau=0.5)
+    step = UpdateStep(loss, optimizer, 10.0, torch.device("cpu"), target_updater=updater)
     trainer = type("T", (), {"_post_loss_hook": lambda self, batch: None})()
     actor = loss.actor_network_params.flatten_keys().values()
     critic = loss.qvalue_network_params.flatten_keys().values()
@@ -110,7 +110,6 @@ def test_td3_updates_the_actor_every_policy_delay_critic_steps() -> None:
     for _ in range(9):
         before = [[p.clone() for p in group] for group in (actor, critic, targets)]
         step.step(trainer, td3_batch())
-        updater.step()
         now = (actor, critic, targets)
         changed = [
             [not torch.equal(a, b) for a, b in zip(group, old, strict=True)]

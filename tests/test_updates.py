@@ -61,7 +61,10 @@ def test_update_step_is_torchrls_default_step_and_passes_on_priorities() -> None
 
 def first_minibatch(preset: str, tmp_path: Path) -> tuple[object, object]:
     """The loss of ``rlrun +experiment=PRESET`` and the first minibatch it would train on."""
-    with built(tmp_path, f"+experiment={preset}", "collector.init_random_frames=0") as (_, trainer):
+    overrides = [f"+experiment={preset}", "collector.init_random_frames=0"]
+    if preset in ("dqn", "sac"):  # sampled by the Trainer's hook, not inside the step
+        overrides.append("replay_buffer.sampler=prioritized")
+    with built(tmp_path, *overrides) as (_, trainer):
         batch = trainer._process_batch_hook(next(iter(trainer.collector)))
         return trainer.loss_module, trainer._process_optim_batch_hook(batch)
 
@@ -69,9 +72,10 @@ def first_minibatch(preset: str, tmp_path: Path) -> tuple[object, object]:
 @pytest.mark.filterwarnings("ignore:This module is instantiated on a machine without CUDA")
 @pytest.mark.parametrize("preset", ["ppo", "ppo_lstm", "dqn", "sac"])
 def test_captured_step_path_trains_as_the_eager_step(preset: str, tmp_path: Path) -> None:
-    """``algo.cudagraphs``' path, where tensordict's CudaGraphModule runs the function as it is
-    (no CUDA here): it must get the whole minibatch (PPO's advantages, recurrent states), train
-    exactly as the eager step, and hand the TD errors back."""
+    """``algo.cudagraphs``' path without a fused sampler (PPO's minibatches, prioritized
+    replay), where tensordict's CudaGraphModule runs the function as it is (no CUDA here): it
+    must get the whole minibatch (PPO's advantages, recurrent states), train exactly as the
+    eager step, and hand the TD errors back."""
     loss, batch = first_minibatch(preset, tmp_path)
     eager_loss = copy.deepcopy(loss)
     cpu = torch.device("cpu")
@@ -105,18 +109,36 @@ def test_lr_annealing_updates_a_tensor_learning_rate_in_place() -> None:
     assert math.isclose(hook.log(None)["train/lr"], 0.025, rel_tol=1e-6)
 
 
-def test_compiled_update_step_trains_with_prioritized_replay(workdir: Path) -> None:
-    """``algo.compile=true`` on the CPU: torch.compile of loss, backward and optimiser step."""
+@pytest.mark.parametrize(
+    ("args", "loss_key"),
+    [
+        (["+experiment=dqn", "replay_buffer.sampler=prioritized", "trainer.total_frames=768",
+          "collector.init_random_frames=256"], "loss"),
+        (["+experiment=td3_mujoco", "env=pendulum", "policy.hidden_sizes=[32,32]",
+          "collector.frames_per_batch=64", "replay_buffer.batch_size=64",
+          "trainer.total_frames=192", "collector.init_random_frames=64"], "loss_qvalue"),
+    ],
+    ids=["dqn_prioritized", "td3_fused"],
+)  # fmt: skip
+def test_compiled_update_step_trains_without_recompiling(
+    workdir: Path, args: list[str], loss_key: str
+) -> None:
+    """``algo.compile=true`` on the CPU: torch.compile of the update step, with the Trainer's
+    prioritized sample (priorities back to the buffer), or fused (TD3: sampling, soft target
+    update and its actor delay, two phases each compiled once). No graph is compiled after the
+    first batch that trains, and the warm-up time is logged apart."""
     run_rlrun(
-        "+experiment=dqn", "trainer.total_frames=768", "collector.init_random_frames=256",
-        "replay_buffer.sampler=prioritized", "algo.compile=true", "trainer.progress_bar=false",
-        cwd=workdir, timeout=600,
+        *args, "algo.compile=true", "trainer.progress_bar=false", cwd=workdir, timeout=600,
     )  # fmt: skip
     run = run_dirs(workdir)[0]
     assert summary(run)["status"] == "completed"
-    losses = series(run, "loss")
-    assert len(losses) == 768 // 256 and all(math.isfinite(v) for _, v in losses)
+    losses = series(run, loss_key)
+    assert len(losses) == 3 and all(math.isfinite(v) for _, v in losses)
     assert all(v > 0 for _, v in series(run, "grad_norm"))
+    graphs = [v for _, v in series(run, "compiled_graphs")]
+    assert len(graphs) == 3 and graphs[0] > 0 and len(set(graphs)) == 1, graphs
+    warmup = [v for _, v in series(run, "update_warmup_s")]
+    assert warmup[0] > 0 and len(set(warmup)) == 1  # compiled in the first batch only
 
 
 def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(workdir: Path) -> None:
@@ -147,3 +169,72 @@ def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(workdir: Pa
     for folder in (run_dir / "checkpoints" / saved[-1] / "components").glob("*-loss_module"):
         state = TensorDict.load_memmap(folder / "state")
         assert all(torch.isfinite(t).all() for t in state.values(True, True))
+
+
+def test_fused_off_policy_step_samples_and_updates_targets_as_the_hook_path(
+    tmp_path: Path,
+) -> None:
+    """``+experiment=sac``: the update step samples the storage itself (uniform), and its one
+    foreach lerp moves the target networks exactly as TorchRL's SoftUpdate after the same step
+    on the same sample."""
+    from torchrl.objectives import SoftUpdate
+
+    with built(tmp_path, "+experiment=sac", "collector.init_random_frames=0") as (cfg, trainer):
+        step = trainer.optimization_stepper
+        assert step.sampler is not None and step.inner_target is not None
+        assert not trainer._process_optim_batch_ops  # nothing samples outside the step
+        batch = trainer._process_batch_hook(next(iter(trainer.collector)))
+        assert int(step.sampler.stored) == len(trainer.replay_buffer)
+        loss = copy.deepcopy(trainer.loss_module)
+        optimizer = torch.optim.Adam(loss.parameters(), lr=cfg.optim.lr, eps=1e-5)
+        reference = UpdateStep(loss, optimizer, cfg.algo.max_grad_norm, torch.device("cpu"))
+        theirs = SoftUpdate(loss, tau=cfg.algo.tau)
+        storage = trainer.replay_buffer.storage
+        for seed in range(3):
+            torch.manual_seed(seed)
+            out = step.step(trainer, batch)
+            torch.manual_seed(seed)  # the same index draw, then the same actions in the loss
+            index = (torch.rand(cfg.replay_buffer.batch_size) * len(storage)).long()
+            expected = reference.step(trainer, storage[index])
+            theirs.step()
+            torch.testing.assert_close(out["loss_qvalue"], expected["loss_qvalue"])
+        ours = trainer.loss_module.state_dict()
+        for key, value in loss.state_dict().items():  # online and target networks, alpha
+            torch.testing.assert_close(ours[key], value, msg=key)
+        assert any("target_qvalue" in key for key in ours)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fused"),
+    [
+        ([], True),
+        (["replay_buffer.sampler=prioritized"], False),
+        (["replay_buffer.prefetch=2"], False),
+        (["replay_buffer.storage=memmap"], True),
+        (["replay_buffer.transforms=[{_target_: torchrl.envs.DoubleToFloat}]"], False),
+    ],
+)
+def test_fused_sampling_only_where_a_uniform_sample_can_be_read_straight(
+    overrides: list[str], fused: bool
+) -> None:
+    from rlrun.buffers import fuses_sampling
+    from rlrun.devices import placement
+
+    cfg = compose("+experiment=sac", *overrides)
+    assert fuses_sampling(cfg.replay_buffer, placement(cfg, cuda_devices=0)) is fused
+
+
+def test_entropy_without_sync_is_analytic_where_finite() -> None:
+    """What PPO's loss computes while a CUDA graph is captured (rlrun/algorithms/ppo.py)."""
+    from rlrun.algorithms.ppo import entropy_without_sync
+
+    logits = torch.tensor([[0.0, 1.0, 2.0], [0.5, 0.5, 0.5]])
+    dist = torch.distributions.Categorical(logits=logits)
+    torch.testing.assert_close(entropy_without_sync(dist, 1), dist.entropy())
+
+    class NoEntropy(torch.distributions.Normal):  # an analytic entropy gone bad
+        def entropy(self) -> torch.Tensor:
+            return torch.full(self.loc.shape, float("nan"))
+
+    bad = NoEntropy(torch.zeros(4), torch.ones(4))
+    assert torch.isfinite(entropy_without_sync(bad, 8)).all()  # the sampled estimate instead

@@ -24,7 +24,8 @@ class Algorithm:
     # the optimisation runs (``trainer.learner_backend``), before ``hooks``.
     collect_hooks: list[TrainerHookBase] = field(default_factory=list)
     # Off-policy: learn from the replay buffer, act through ``exploration`` appended to the actor
-    # in the collector, and step ``target_updater`` (saved in checkpoints by the Trainer).
+    # in the collector, and step ``target_updater`` with each optimisation step (the update step
+    # does, or a Ray learner; saved in checkpoints by the Trainer).
     off_policy: bool = False
     exploration: TensorDictModule | None = None
     target_updater: TargetNetUpdater | None = None

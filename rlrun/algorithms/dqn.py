@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 from torchrl.modules import EGreedyModule
-from torchrl.objectives import DQNLoss, HardUpdate, SoftUpdate
+from torchrl.objectives import DQNLoss, HardUpdate
 
 from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import AnnealExploration, off_policy, require_qvalue
+from rlrun.algorithms.offpolicy import AnnealExploration, SoftUpdate, off_policy, require_qvalue
 from rlrun.policies import ActorCritic
 
 

@@ -1,33 +1,47 @@
 """The replay-buffer skeleton DQN, SAC and TD3 share, written once.
 
 Each of them is a TorchRL loss with TD(0) targets (``algo.gamma``), ``algo.utd_ratio``
-optimisation steps per collected frame on replay samples, target networks stepped after
-optimisation steps (``algo.tau`` or a hard copy), and, where the algorithm explores with a module
-appended to its actor in the collector, that module annealed by collected frames.
+optimisation steps per collected frame on replay samples, target networks stepped by the update
+step after each optimisation (``algo.tau`` or a hard copy; ``rlrun/updates.py``), and, where the
+algorithm explores with a module appended to its actor in the collector, that module annealed by
+collected frames.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
-from torchrl.objectives import LossModule, SoftUpdate, ValueEstimators
+from torchrl.objectives import LossModule, ValueEstimators
+from torchrl.objectives import SoftUpdate as TorchRLSoftUpdate
 from torchrl.objectives.utils import TargetNetUpdater
-from torchrl.trainers import TargetNetUpdaterHook, Trainer, TrainerHookBase
+from torchrl.trainers import Trainer, TrainerHookBase
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.errors import ConfigError
 from rlrun.policies import ActorCritic
 
 
-class TargetUpdate(TargetNetUpdaterHook):
-    """TorchRL's target-network hook, stepped after every optimisation step (its own
-    ``register`` steps it once per collected batch)."""
+class SoftUpdate(TorchRLSoftUpdate):
+    """TorchRL's soft target update as one ``_foreach_lerp_`` over every target tensor (TorchRL
+    lerps network by network), so that it fits in the fused update step: one kernel launch per
+    step on CUDA, nothing for a captured graph to freeze but the tensors themselves."""
 
-    def register(self, trainer: Trainer, name: str = "target_update") -> None:
-        trainer.register_op("post_optim", self)
+    def step(self) -> None:
+        pairs = self.__dict__.get("_pairs")
+        if pairs is None:  # (targets, sources), in the same order, read once
+            keys = list(self._sources.keys(True, True))
+            targets = [self._targets.get(("target_" + k[0], *k[1:])) for k in map(_tuple, keys)]
+            pairs = self.__dict__["_pairs"] = (targets, [self._sources.get(k) for k in keys])
+        with torch.no_grad():
+            torch._foreach_lerp_(pairs[0], pairs[1], 1 - self.eps)
+
+
+def _tuple(key: str | tuple[str, ...]) -> tuple[str, ...]:
+    return key if isinstance(key, tuple) else (key,)
 
 
 class AnnealExploration(TrainerHookBase):
@@ -75,7 +89,7 @@ def off_policy(
     exploration: AnnealExploration | None = None,
 ) -> Algorithm:
     """``loss`` trained from the replay buffer: TD(0) targets, ``algo.utd_ratio`` steps per
-    frame, ``updater`` (default: soft updates with ``algo.tau``) stepped after each optimisation
+    frame, ``updater`` (default: soft updates with ``algo.tau``) stepped with each optimisation
     step, and ``exploration`` annealed while collecting."""
     loss.make_value_estimator(ValueEstimators.TD0, gamma=cfg.gamma)
     updater = updater or SoftUpdate(loss, tau=cfg.tau)
@@ -83,7 +97,6 @@ def off_policy(
         loss=loss,
         optim_steps_per_batch=max(1, round(cfg.utd_ratio * frames_per_batch)),
         max_grad_norm=cfg.max_grad_norm,
-        hooks=[TargetUpdate(updater)],
         collect_hooks=[exploration] if exploration is not None else [],
         off_policy=True,
         exploration=exploration.module if exploration is not None else None,

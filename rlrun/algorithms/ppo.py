@@ -12,13 +12,16 @@ import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
 from tensordict.nn import ProbabilisticTensorDictSequential
+from torch.distributions import Distribution
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
 from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.ppo import CompositeDistribution, has_analytic_entropy, sample_and_log_prob
 from torchrl.objectives.value import GAE
 from torchrl.trainers import Trainer, TrainerHookBase
 
 from rlrun.algorithms.base import Algorithm
+from rlrun.devices import capturing
 from rlrun.errors import ConfigError
 from rlrun.policies import ActorCritic
 
@@ -39,6 +42,34 @@ def log_prob_error(
         "logprob_error_max": log_ratio.abs().max().item(),
         "logprob_check_kl": (log_ratio.exp() - 1 - log_ratio).mean().item(),
     }
+
+
+class CapturablePPOLoss(ClipPPOLoss):
+    """``ClipPPOLoss`` whose entropy term can be captured in a CUDA graph without compile.
+
+    TorchRL falls back to a sampled entropy where the analytic one is not finite, and decides so
+    with ``if not entropy.isfinite().all()``: a host sync, which CUDA graph capture refuses
+    ("operation not permitted when stream is capturing"; Categorical, i.e. CartPole, has an
+    analytic entropy). Under compile TorchRL already picks per element with ``torch.where``;
+    while capturing, this does the same.
+    """
+
+    def _get_entropy(self, dist: Distribution, adv_shape: torch.Size) -> torch.Tensor:
+        if (
+            not capturing()
+            or isinstance(dist, CompositeDistribution)
+            or not has_analytic_entropy(dist)
+        ):
+            return super()._get_entropy(dist, adv_shape)
+        return entropy_without_sync(dist, self.samples_mc_entropy).unsqueeze(-1)
+
+
+def entropy_without_sync(dist: Distribution, samples: int) -> torch.Tensor:
+    """The analytic entropy where it is finite, else a ``samples``-sample estimate: per
+    element, with no host sync."""
+    entropy = dist.entropy()
+    _, log_prob = sample_and_log_prob(dist, (samples,), reparameterize=dist.has_rsample)
+    return torch.where(entropy.isfinite(), entropy, -log_prob.mean(0))
 
 
 class PPOMinibatcher(TrainerHookBase):
@@ -156,7 +187,7 @@ def make_ppo(
     with the weights of the previous update (not so for an async collector)."""
     if ac.critic is None:
         raise ConfigError("algo=ppo needs a critic: the policy factory returned critic=None.")
-    loss = ClipPPOLoss(
+    loss = CapturablePPOLoss(
         ac.actor,
         ac.critic,
         clip_epsilon=cfg.clip_epsilon,

@@ -10,20 +10,25 @@ import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
 from torchrl.modules import AdditiveGaussianModule
-from torchrl.objectives import SoftUpdate, TD3Loss
+from torchrl.objectives import TD3Loss
 
 from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import AnnealExploration, off_policy, require_qvalue
+from rlrun.algorithms.offpolicy import AnnealExploration, SoftUpdate, off_policy, require_qvalue
 from rlrun.policies import ActorCritic
 
 
 class DelayedTD3Loss(TD3Loss):
-    """``TD3Loss`` whose actor term reaches the gradient only on every ``policy_delay``-th call.
+    """``TD3Loss`` whose actor term reaches the gradient only on every ``policy_delay``-th step.
 
     In between it is returned detached (still logged): the actor's parameters then get no
     gradient at all, and torch optimisers leave parameters without a gradient untouched (no
-    Adam momentum step), as in TD3's separate actor optimiser. The call count is a buffer, so
+    Adam momentum step), as in TD3's separate actor optimiser. The step count is a buffer, so
     it is saved in checkpoints and a resumed run keeps the rhythm.
+
+    rlrun's update step counts the steps itself, outside the compiled or captured function,
+    through :meth:`begin_step` (``stepped_outside``): a count kept inside a captured step would
+    replay the value it was captured with. TorchRL's own step (Ray learners) calls ``forward``
+    only, which then counts.
     """
 
     def __init__(self, *args: Any, policy_delay: int, **kwargs: Any) -> None:
@@ -32,17 +37,24 @@ class DelayedTD3Loss(TD3Loss):
         self.register_buffer("critic_steps", torch.zeros((), dtype=torch.long))
         self._steps = 0  # the buffer's value, kept on the host (no device sync per step)
         self.actor_updated = False
+        self.stepped_outside = False
         self.register_load_state_dict_post_hook(DelayedTD3Loss._reload_steps)
 
     @staticmethod
     def _reload_steps(module: DelayedTD3Loss, _incompatible: Any) -> None:
         module._steps = int(module.critic_steps)
 
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        out = super().forward(tensordict)
+    def begin_step(self) -> bool:
+        """Count one critic step; returns whether the actor learns in it (the step's phase)."""
         self._steps += 1
         self.critic_steps.add_(1)
         self.actor_updated = self._steps % self.policy_delay == 0
+        return self.actor_updated
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if not self.stepped_outside:
+            self.begin_step()
+        out = super().forward(tensordict)
         if not self.actor_updated:
             out.set("loss_actor", out.get("loss_actor").detach())
         return out
@@ -51,7 +63,8 @@ class DelayedTD3Loss(TD3Loss):
 class DelayedSoftUpdate(SoftUpdate):
     """Soft target updates after the actor's updates only (TD3: every ``policy_delay`` critic
     steps), read from the loss itself, so that the rhythm holds wherever the updater is stepped:
-    by rlrun's hook in this process or by a Ray learner (``trainer.learner_backend=ray``)."""
+    in rlrun's update step (each phase its own captured function) or by a Ray learner
+    (``trainer.learner_backend=ray``)."""
 
     def step(self) -> None:
         if self.loss_module.actor_updated:
