@@ -1,13 +1,17 @@
 """Devices and the update step: frames/s of the same runs on the CPU and on CUDA, with and without
-``algo.compile`` and ``algo.cudagraphs``.
+``algo.compile`` and ``algo.cudagraphs``, beside a plain PyTorch loop of the same shape run in the
+same call on the same machine.
 
 Runs ``rlrun`` as a user does, one case after another: PPO on CartPole (16 and 256 envs), SAC on
-Pendulum, DQN on CartPole. Reports, per case and variant, frames/s over the whole run (compiling
-included) and the steady rate (median ``train/fps`` over the second half of the batches). CUDA
-variants run only where CUDA is; elsewhere the table says they were not run.
+Pendulum and HalfCheetah, TD3 on HalfCheetah, DQN on CartPole. Reports, per case and variant,
+frames/s over the whole run (compiling included), the steady rate (median ``train/fps`` over the
+second half of the batches) and update steps/s once learning started; for the plain loops
+(``baselines/plain_torch_sac.py``, the baseline of SAC and TD3, and ``plain_torch_dqn.py``),
+frames/s over the run and update steps/s. CUDA variants run only where CUDA is; elsewhere the
+table says they were not run.
 
-Anchor (LeanRL on an H100, their figures): SAC 725 frames/s and continuous PPO 1,774 frames/s with
-compile + CUDA graphs, from 127 and 652 without. Goal for rlrun's SAC on a GPU: 500 frames/s.
+Anchor (LeanRL on an H100, their figures): SAC 725 frames/s, TD3 936 and continuous PPO 1,774
+frames/s with compile + CUDA graphs, from 127, 272 and 652 without.
 
 Writes ``bench/results/devices.json`` and ``devices.md``. Usage:
     .venv/bin/python bench/bench_devices.py [--only ppo16 sac] [--scale 0.5]
@@ -21,15 +25,27 @@ import tempfile
 from pathlib import Path
 
 import torch
-from common import run_rlrun, series, write, write_markdown
+from common import run_rlrun, run_script, series, updates_per_s, write, write_markdown
 
+HERE = Path(__file__).resolve().parent
 CASES = {
     "ppo16": ["+experiment=ppo", "trainer.total_frames=20480"],
     "ppo256": ["+experiment=ppo", "env.num_envs=256", "collector.frames_per_batch=8192",
                "algo.minibatch_size=2048", "trainer.total_frames=81920"],
     "sac": ["+experiment=sac", "collector.init_random_frames=1000", "trainer.total_frames=4000"],
+    "sac_halfcheetah": ["+experiment=sac_mujoco", "collector.init_random_frames=1000",
+                        "collector.frames_per_batch=500", "trainer.total_frames=4000"],
+    "td3_halfcheetah": ["+experiment=td3_mujoco", "collector.init_random_frames=1000",
+                        "collector.frames_per_batch=500", "trainer.total_frames=4000"],
     "dqn": ["+experiment=dqn", "trainer.total_frames=20480"],
 }  # fmt: skip
+# the plain PyTorch loop beside each case: script, its arguments (frames scaled as the case's)
+BASELINES = {
+    "sac": ("plain_torch_sac.py", ["--env", "Pendulum-v1", "--random", "1000", "--frames", "4000"]),
+    "sac_halfcheetah": ("plain_torch_sac.py", ["--random", "1000", "--frames", "4000"]),
+    "td3_halfcheetah": ("plain_torch_sac.py", ["--random", "1000", "--frames", "4000"]),
+    "dqn": ("plain_torch_dqn.py", ["--random", "1024", "--frames", "20480"]),
+}
 VARIANTS = {
     "cpu": ["device=cpu"],
     "cpu+compile": ["device=cpu", "algo.compile=true"],
@@ -38,6 +54,7 @@ VARIANTS = {
     "cuda+cudagraphs": ["device=cuda", "algo.cudagraphs=true"],
     "cuda+compile+cudagraphs": ["device=cuda", "algo.compile=true", "algo.cudagraphs=true"],
 }
+PLAIN = {"plain cpu": "cpu", "plain cuda": "cuda"}
 
 
 def scaled(args: list[str], scale: float) -> list[str]:
@@ -54,25 +71,48 @@ def measure(case: list[str], variant: list[str], root: Path) -> dict:
     result = run_rlrun([*case, *variant, "checkpoint.backend=none"], root)
     fps = [value for _, value in series(result["run_dir"], "fps")]
     steady = statistics.median(fps[len(fps) // 2 :]) if fps else None
-    return {"fps_run": result["fps"], "fps_steady": steady, "frames": result["frames"]}
+    return {
+        "fps_run": result["fps"],
+        "fps_steady": steady,
+        "updates_per_s": updates_per_s(result["run_dir"]),
+        "frames": result["frames"],
+    }
+
+
+def plain(case: str, device: str, scale: float) -> dict | None:
+    """The plain PyTorch loop of ``case`` on ``device`` (None where the case has none)."""
+    if case not in BASELINES:
+        return None
+    script, args = BASELINES[case]
+    frames = args.index("--frames") + 1
+    args = [*args[:frames], str(int(int(args[frames]) * scale)), *args[frames + 1 :]]
+    out = run_script(HERE / "baselines" / script, [*args, "--device", device])
+    return {"fps_run": out["fps"], "fps_steady": None, "updates_per_s": out["updates_per_s"]}
+
+
+def cell(r: dict | None) -> str:
+    if r is None:
+        return "--"
+    steady = f" / {r['fps_steady']:.0f}" if r["fps_steady"] is not None else ""
+    updates = f" ({r['updates_per_s']:.0f} u/s)" if r.get("updates_per_s") else ""
+    return f"{r['fps_run']:.0f}{steady}{updates}"
 
 
 def table(results: dict) -> str:
+    columns = [*VARIANTS, *PLAIN]
     lines = [
         "### Devices and the update step",
         "",
         "frames/s over the whole run (compiling included) / steady (median `train/fps`, second "
-        "half of the batches). `--` where not run.",
+        "half of the batches), and (u/s) update steps/s once learning started. `plain`: the "
+        "plain PyTorch loop of the same shape (SAC's for SAC and TD3), frames/s over its run. "
+        "`--` where not run.",
         "",
-        "| case | " + " | ".join(VARIANTS) + " |",
-        "|---|" + "---|" * len(VARIANTS),
+        "| case | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
     ]
     for case, row in results.items():
-        cells = []
-        for variant in VARIANTS:
-            r = row.get(variant)
-            cells.append(f"{r['fps_run']:.0f} / {r['fps_steady']:.0f}" if r else "--")
-        lines.append(f"| {case} | " + " | ".join(cells) + " |")
+        lines.append(f"| {case} | " + " | ".join(cell(row.get(c)) for c in columns) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -91,8 +131,16 @@ def main() -> None:
                     continue
                 results[case][name] = measure(scaled(CASES[case], args.scale), variant, Path(tmp))
                 print(case, name, results[case][name], flush=True)
+            for name, device in PLAIN.items():
+                if device == "cpu" or cuda:
+                    results[case][name] = plain(case, device, args.scale)
+                    print(case, name, results[case][name], flush=True)
     device = torch.cuda.get_device_name(0) if cuda else "none (CUDA variants not run)"
-    write("devices", {"gpu": device, "cases": CASES, "variants": VARIANTS, "results": results})
+    write(
+        "devices",
+        {"gpu": device, "cases": CASES, "variants": VARIANTS, "baselines": BASELINES,
+         "results": results},
+    )  # fmt: skip
     write_markdown("devices", table(results) + f"\nGPU: {device}.\n")
 
 

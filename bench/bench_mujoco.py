@@ -30,20 +30,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common import run_rlrun, run_script, series, sweep, write, write_markdown
+from common import run_rlrun, run_script, series, sweep, updates_per_s, write, write_markdown
 
 HERE = Path(__file__).resolve().parent
-
-
-def updates_per_s(run_dir: Path) -> float | None:
-    """Optimisation steps per second of training time, from the first learning batch on."""
-    steps = dict(series(run_dir, "optim_steps"))
-    clock = dict(series(run_dir, "wall_time_s"))
-    frames = sorted(f for f in steps if f in clock)
-    if len(frames) < 2:
-        return None
-    first, last = frames[0], frames[-1]
-    return (steps[last] - steps[first]) / (clock[last] - clock[first])
 
 
 def speed(preset: str, frames: int, random: int, root: Path) -> dict:

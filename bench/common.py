@@ -79,6 +79,18 @@ def series(run_dir: Path, metric: str, group: str = "train") -> list[tuple[int, 
         return [(int(float(step)), float(value)) for step, value in csv.reader(f)]
 
 
+def updates_per_s(run_dir: Path) -> float | None:
+    """Optimisation steps per second of training time, from the first learning batch on (the
+    first batch that trains, whose steps include compiling, is the clock's start)."""
+    steps = dict(series(run_dir, "optim_steps"))
+    clock = dict(series(run_dir, "wall_time_s"))
+    frames = sorted(f for f in steps if f in clock)
+    if len(frames) < 2:
+        return None
+    first, last = frames[0], frames[-1]
+    return (steps[last] - steps[first]) / (clock[last] - clock[first])
+
+
 def first_reach(run_dir: Path, target: float) -> tuple[int | None, float | None]:
     """Frames and training seconds when ``train/episode_return`` first reaches ``target``."""
     clock = dict(series(run_dir, "wall_time_s"))

@@ -6,6 +6,7 @@ collected frame with batches of 256, after ``--random`` random frames: CleanRL's
 sac_continuous_action.py without its actor delay, as rlrun runs it. Prints one JSON line.
 
 Usage: python bench/baselines/plain_torch_sac.py --env HalfCheetah-v5 --frames 4000 --random 1000
+    [--device cuda]
 """
 
 from __future__ import annotations
@@ -33,17 +34,22 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=4000)
     parser.add_argument("--random", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
+    device = torch.device(args.device)
     env = gym.make(args.env)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
-    scale = torch.as_tensor((env.action_space.high - env.action_space.low) / 2, dtype=torch.float32)
-    bias = torch.as_tensor((env.action_space.high + env.action_space.low) / 2, dtype=torch.float32)
+    space = env.action_space
+    scale = torch.tensor((space.high - space.low) / 2, dtype=torch.float32, device=device)
+    bias = torch.tensor((space.high + space.low) / 2, dtype=torch.float32, device=device)
     actor, q1, q2 = mlp(obs_dim, 2 * act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
     q1_t, q2_t = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
+    for net in (actor, q1, q2, q1_t, q2_t):
+        net.to(device)
     q1_t.load_state_dict(q1.state_dict()), q2_t.load_state_dict(q2.state_dict())
-    log_alpha = torch.zeros(1, requires_grad=True)
+    log_alpha = torch.zeros(1, requires_grad=True, device=device)
     params = [*actor.parameters(), *q1.parameters(), *q2.parameters(), log_alpha]
     optimizer = torch.optim.Adam(params, lr=3e-4)
     target_entropy = -float(act_dim)
@@ -70,7 +76,8 @@ def main() -> None:
             action = env.action_space.sample()
         else:
             with torch.no_grad():
-                action = act(torch.as_tensor(obs, dtype=torch.float32)[None])[0][0].numpy()
+                o = torch.as_tensor(obs, dtype=torch.float32, device=device)[None]
+                action = act(o)[0][0].cpu().numpy()
         obs2, reward, terminated, truncated, _ = env.step(action)
         buf_o[t], buf_a[t], buf_r[t], buf_o2[t], buf_d[t] = obs, action, reward, obs2, terminated
         obs = env.reset()[0] if terminated or truncated else obs2
@@ -78,7 +85,9 @@ def main() -> None:
             continue
         learn_start = learn_start or time.perf_counter()
         idx = np.random.randint(0, t + 1, 256)
-        o, a, r, o2, d = (torch.as_tensor(b[idx]) for b in (buf_o, buf_a, buf_r, buf_o2, buf_d))
+        o, a, r, o2, d = (
+            torch.as_tensor(b[idx], device=device) for b in (buf_o, buf_a, buf_r, buf_o2, buf_d)
+        )
         alpha = log_alpha.exp()
         with torch.no_grad():
             a2, logp2 = act(o2)
@@ -102,6 +111,8 @@ def main() -> None:
                 for p, pt in zip(net.parameters(), tgt.parameters(), strict=True):
                     pt.lerp_(p, 0.005)
         updates += 1
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     end = time.perf_counter()
     print(
         json.dumps(
