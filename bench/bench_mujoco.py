@@ -3,8 +3,9 @@ published learning curves.
 
 - Speed: ``rlrun +experiment=sac_mujoco`` and ``td3_mujoco`` on HalfCheetah-v5 for ``--frames``
   frames (the first ``--random`` random), and ``baselines/plain_torch_sac.py`` (the same network
-  shapes, one update per frame, batch 256) in the same run: frames/s over the whole run and
-  update steps/s once learning started.
+  shapes, one update per frame, batch 256) in the same run, in ``--repeats`` rounds: frames/s
+  over the whole run, update steps/s once learning started, and their ratio to the plain loop's
+  within each round (the goal: 0.9x or more).
 - Learning (``--only learning``): the presets as a user runs them, one ``rlrun -m`` sweep per
   preset over envs and ``--seeds``, two jobs side by side (joblib launcher): ``sac_mujoco`` and
   ``td3_mujoco`` on HalfCheetah-v5 and Hopper-v5, ``ppo_mujoco`` on Hopper-v5, each for its budget
@@ -18,7 +19,8 @@ Writes ``bench/results/mujoco.json`` and ``mujoco.md`` (speed) and, with ``learn
 ``mujoco_learning.json`` and ``mujoco_learning.md`` (a run without it leaves those as they are:
 learning takes about an hour on 2 cores, speed minutes). Usage:
     python bench/bench_mujoco.py [--only speed learning] [--frames 4000] [--random 1000]
-        [--seeds 0 1 2] [--sac-frames 30000] [--td3-frames 50000] [--ppo-frames 102400]
+        [--repeats 3] [--seeds 0 1 2] [--sac-frames 30000] [--td3-frames 50000]
+        [--ppo-frames 102400]
 """
 
 from __future__ import annotations
@@ -90,19 +92,54 @@ def learning(preset: str, envs: list[str], frames: int, seeds: list[int], root: 
     return {"rows": rows, "sweep_wall_s": round(wall, 1)}
 
 
+PLAIN = "plain PyTorch SAC"
+
+
+def speed_rounds(frames: int, random: int, repeats: int, root: Path) -> dict:
+    """``repeats`` rounds of the three runs one after the other, and each rlrun run's update
+    steps/s as a ratio to the plain loop's of the same round (a shared machine moves single
+    runs by a fifth or more, measured 2026-11-25; a round's runs share its conditions)."""
+    rounds = []
+    for _ in range(repeats):
+        row = {
+            "rlrun sac_mujoco": speed("sac_mujoco", frames, random, root),
+            "rlrun td3_mujoco": speed("td3_mujoco", frames, random, root),
+            PLAIN: run_script(
+                HERE / "baselines" / "plain_torch_sac.py",
+                ["--frames", str(frames), "--random", str(random)],
+            ),
+        }
+        for name in ("rlrun sac_mujoco", "rlrun td3_mujoco"):
+            row[name]["ratio"] = round(row[name]["updates_per_s"] / row[PLAIN]["updates_per_s"], 3)
+        rounds.append(row)
+        print(json.dumps(row), flush=True)
+    names = list(rounds[0])
+    median = {
+        name: {
+            key: statistics.median(r[name][key] for r in rounds)
+            for key in ("fps", "updates_per_s", "ratio")
+            if key in rounds[0][name]
+        }
+        for name in names
+    }
+    return {"rounds": rounds, "median": median}
+
+
 def speed_table(results: dict) -> str:
-    rows = [
-        f"| {name} | {r['fps']:.0f} | {r['updates_per_s']:.0f} |"
-        for name, r in results["speed"].items()
-    ]
+    speed = results["speed"]
+    rows = []
+    for name, r in speed["median"].items():
+        ratios = [round(row[name]["ratio"], 2) for row in speed["rounds"] if "ratio" in row[name]]
+        ratio = f"{r['ratio']:.2f}x ({', '.join(map(str, ratios))})" if ratios else "1"
+        rows.append(f"| {name} | {r['fps']:.0f} | {r['updates_per_s']:.0f} | {ratio} |")
     lines = [
         "### mujoco (`python bench/bench_mujoco.py`)",
         "",
         f"HalfCheetah-v5, {results['frames']} frames ({results['random_frames']} random), "
-        "1 torch thread.",
+        f"1 torch thread, medians of {len(speed['rounds'])} rounds.",
         "",
-        "| run | frames/s | update steps/s |",
-        "|---|---|---|",
+        "| run | frames/s | update steps/s | to the plain loop, per round |",
+        "|---|---|---|---|",
         *rows,
     ]
     return "\n".join(lines) + "\n"
@@ -135,6 +172,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--frames", type=int, default=4000)
     parser.add_argument("--random", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3, help="speed: rounds of the three runs")
     parser.add_argument("--only", nargs="+", default=["speed"], choices=["speed", "learning"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--sac-frames", type=int, default=30000)
@@ -145,14 +183,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         if "speed" in args.only:
-            results["speed"] = {
-                "rlrun sac_mujoco": speed("sac_mujoco", args.frames, args.random, root),
-                "rlrun td3_mujoco": speed("td3_mujoco", args.frames, args.random, root),
-                "plain PyTorch SAC": run_script(
-                    HERE / "baselines" / "plain_torch_sac.py",
-                    ["--frames", str(args.frames), "--random", str(args.random)],
-                ),
-            }
+            results["speed"] = speed_rounds(args.frames, args.random, args.repeats, root)
             write("mujoco", results)
             write_markdown("mujoco", speed_table(results))
             print(json.dumps(results))

@@ -304,6 +304,21 @@ def parse_hooks(hooks_cfg: DictConfig) -> list[HookEntry]:
     return entries
 
 
+SAMPLE_POINTS = ("process_optim_batch", "post_loss")  # where a hook sees each replay sample
+
+
+def reads_samples(entries: list[HookEntry]) -> bool:
+    """Whether a hook of the ``hooks`` mapping acts on each sample the update step trains on (at
+    ``process_optim_batch`` or ``post_loss``; a user object that registers itself may): the
+    off-policy update step then leaves sampling to the Trainer's hooks instead of fusing it."""
+    return any(
+        entry.builtin == "batch_subsampler"
+        or (entry.builtin is None and not entry.points)
+        or any(point in SAMPLE_POINTS for point in entry.points)
+        for entry in entries
+    )
+
+
 def _user_hook(entry: HookEntry) -> Any:
     try:
         return instantiate(entry.options, _convert_="all")

@@ -78,6 +78,7 @@ from rlrun.hooks import (
     LossLog,
     continue_progress_bar,
     parse_hooks,
+    reads_samples,
     register_config_hooks,
 )
 from rlrun.learners import (
@@ -220,8 +221,8 @@ def build_trainer(
         replay_buffer = make_remote_replay_buffer(cfg.replay_buffer, cfg.trainer.num_learners)
     elif algo.off_policy:
         replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, where, cfg.env.atari)
-        if fuses_sampling(cfg.replay_buffer, where):  # sampled inside the update step
-            sampler = UniformSampler(replay_buffer)
+        if fuses_sampling(cfg.replay_buffer, where) and not reads_samples(hooks):
+            sampler = UniformSampler(replay_buffer)  # sampled inside the update step
     compiled, cudagraphs = cfg.algo.get("compile", False), cfg.algo.get("cudagraphs", False)
     optimizer = make_optimizer(cfg.optim, algo.loss, where, cudagraphs=cudagraphs, compile=compiled)
     update = None  # remote: TorchRL's own step, its loss through DDP, on each learner

@@ -198,11 +198,6 @@ def check_algorithm(cfg: DictConfig) -> None:
             f"algo={name} cannot train a recurrent policy (policy={kind}); use "
             f"algo={' or algo='.join(SEQUENCE_ALGORITHMS)}, or policy=mlp."
         )
-    if name == "td3" and cfg.algo.cudagraphs:
-        raise ConfigError(
-            "algo=td3 with algo.cudagraphs=true: the actor is updated every algo.policy_delay "
-            "steps, a step one CUDA graph cannot replay; use algo.compile=true instead."
-        )
     batch = cfg.collector.frames_per_batch
     if name == "ppo" and (cfg.algo.minibatch_size > batch or batch % cfg.algo.minibatch_size):
         raise ConfigError(

@@ -123,3 +123,33 @@ def test_sac_learns_pendulum(workdir: Path) -> None:
     )
     (run_dir,) = run_dirs(workdir)
     assert late_return(run_dir, 3) > -1000  # a random policy averages about -1200 to -1500
+
+
+def bounds(actor: torch.nn.Module) -> list[torch.Tensor]:
+    """TanhNormal's ``low`` and ``high`` as the actor's distribution will read them."""
+    (kwargs,) = [
+        m.distribution_kwargs for m in actor.modules() if hasattr(m, "distribution_kwargs")
+    ]
+    return [kwargs["low"], kwargs["high"]]
+
+
+@pytest.mark.parametrize("to", [torch.float64, pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_the_actors_action_bounds_move_with_it(to) -> None:
+    """TorchRL keeps them in a plain dict that ``.to()`` skips: on a GPU each call copied them
+    from the CPU, which a CUDA graph cannot capture. A copy moved elsewhere (the collector's)
+    leaves the original's where they were."""
+    import copy
+
+    from torchrl.envs import GymEnv
+
+    from rlrun.policies import make_sac_networks
+
+    env = GymEnv("Pendulum-v1")
+    ac = make_sac_networks(
+        observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
+    )
+    moved = copy.deepcopy(ac.actor).to(to)
+    weight = next(moved.parameters())
+    assert all(b.dtype == weight.dtype and b.device == weight.device for b in bounds(moved))
+    assert all(b.dtype == torch.float32 and b.device.type == "cpu" for b in bounds(ac.actor))
+    torch.testing.assert_close(bounds(moved)[1].cpu().float(), torch.tensor([2.0]))

@@ -238,3 +238,20 @@ def test_entropy_without_sync_is_analytic_where_finite() -> None:
 
     bad = NoEntropy(torch.zeros(4), torch.ones(4))
     assert torch.isfinite(entropy_without_sync(bad, 8)).all()  # the sampled estimate instead
+
+
+def test_a_hook_on_each_sample_keeps_sampling_in_the_trainer(tmp_path: Path) -> None:
+    """A user's hook at ``post_loss`` sees every sample the step trains on: with it, the
+    off-policy step is not fused, and the Trainer's replay hook samples."""
+    seen: list[int] = []
+    hook = "+hooks.seen._target_=faulty_hooks.FailsToBuild", "+hooks.seen.fail=false"
+    with built(
+        tmp_path, "+experiment=sac", "collector.init_random_frames=0", *hook,
+        "+hooks.seen.at=post_loss",
+    ) as (cfg, trainer):  # fmt: skip
+        assert trainer.optimization_stepper.sampler is None
+        trainer.register_op("post_loss", lambda batch: seen.append(batch.numel()))
+        batch = trainer._process_batch_hook(next(iter(trainer.collector)))
+        step = trainer.optimization_stepper
+        step.step(trainer, trainer._process_optim_batch_hook(batch))
+    assert seen == [cfg.replay_buffer.batch_size]
