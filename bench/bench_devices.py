@@ -20,12 +20,23 @@ Writes ``bench/results/devices.json`` and ``devices.md``. Usage:
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import torch
-from common import run_rlrun, run_script, series, updates_per_s, write, write_markdown
+from common import (
+    RESULTS,
+    machine,
+    run_rlrun,
+    run_script,
+    series,
+    updates_per_s,
+    write,
+    write_markdown,
+)
 
 HERE = Path(__file__).resolve().parent
 CASES = {
@@ -112,8 +123,21 @@ def table(results: dict) -> str:
         "|---|" + "---|" * len(columns),
     ]
     for case, row in results.items():
-        lines.append(f"| {case} | " + " | ".join(cell(row.get(c)) for c in columns) + " |")
+        when = f" ({row['measured']})" if "measured" in row else ""
+        lines.append(f"| {case}{when} | " + " | ".join(cell(row.get(c)) for c in columns) + " |")
     return "\n".join(lines) + "\n"
+
+
+def earlier_rows(device: str, rerun: list[str]) -> dict[str, dict]:
+    """The rows of ``devices.json`` that this run leaves as they were (``--only`` reruns some
+    cases), where they were measured with the same GPU (or none) on this kind of machine."""
+    path = RESULTS / "devices.json"
+    if not path.is_file():
+        return {}
+    earlier = json.loads(path.read_text())
+    if earlier.get("gpu") != device or earlier.get("machine") != machine():
+        return {}
+    return {case: row for case, row in earlier["results"].items() if case not in rerun}
 
 
 def main() -> None:
@@ -122,10 +146,11 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every run's frames")
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
-    results: dict[str, dict] = {}
+    device = torch.cuda.get_device_name(0) if cuda else "none (CUDA variants not run)"
+    results = earlier_rows(device, args.only)
     with tempfile.TemporaryDirectory() as tmp:
         for case in args.only:
-            results[case] = {}
+            results[case] = {"measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
             for name, variant in VARIANTS.items():
                 if name.startswith("cuda") and not cuda:
                     continue
@@ -135,7 +160,6 @@ def main() -> None:
                 if device == "cpu" or cuda:
                     results[case][name] = plain(case, device, args.scale)
                     print(case, name, results[case][name], flush=True)
-    device = torch.cuda.get_device_name(0) if cuda else "none (CUDA variants not run)"
     write(
         "devices",
         {"gpu": device, "cases": CASES, "variants": VARIANTS, "baselines": BASELINES,

@@ -84,8 +84,28 @@ def test_dqn_workers_build_their_policy_on_cuda(workdir: Path) -> None:
         ["+experiment=ppo", *TINY, "algo.compile=true", "algo.cudagraphs=true"],
         [*SAC, "algo.cudagraphs=true"],
         [*DQN, "algo.compile=true", "algo.cudagraphs=true", "replay_buffer.sampler=prioritized"],
+        [*DQN, "algo.cudagraphs=true"],
+        [*SAC, "algo.compile=true", "algo.cudagraphs=true"],
+        [
+            "+experiment=td3_mujoco",
+            "env=pendulum",
+            "trainer.total_frames=800",
+            "collector.init_random_frames=400",
+            "collector.frames_per_batch=200",
+            "algo.cudagraphs=true",
+            "trainer.progress_bar=false",
+        ],
     ],
-    ids=["ppo_compile", "ppo_cudagraphs", "ppo_both", "sac_cudagraphs", "dqn_both_prio"],
+    ids=[
+        "ppo_compile",
+        "ppo_cudagraphs",
+        "ppo_both",
+        "sac_cudagraphs",
+        "dqn_both_prio",
+        "dqn_fused_cudagraphs",
+        "sac_both",
+        "td3_cudagraphs",
+    ],
 )
 def test_compiled_and_captured_update_steps_train(workdir: Path, args: list[str]) -> None:
     trained(workdir, *args, "device=cuda")

@@ -109,30 +109,22 @@ def test_lr_annealing_updates_a_tensor_learning_rate_in_place() -> None:
     assert math.isclose(hook.log(None)["train/lr"], 0.025, rel_tol=1e-6)
 
 
-@pytest.mark.parametrize(
-    ("args", "loss_key"),
-    [
-        (["+experiment=dqn", "replay_buffer.sampler=prioritized", "trainer.total_frames=768",
-          "collector.init_random_frames=256"], "loss"),
-        (["+experiment=td3_mujoco", "env=pendulum", "policy.hidden_sizes=[32,32]",
-          "collector.frames_per_batch=64", "replay_buffer.batch_size=64",
-          "trainer.total_frames=192", "collector.init_random_frames=64"], "loss_qvalue"),
-    ],
-    ids=["dqn_prioritized", "td3_fused"],
-)  # fmt: skip
-def test_compiled_update_step_trains_without_recompiling(
-    workdir: Path, args: list[str], loss_key: str
-) -> None:
-    """``algo.compile=true`` on the CPU: torch.compile of the update step, with the Trainer's
-    prioritized sample (priorities back to the buffer), or fused (TD3: sampling, soft target
-    update and its actor delay, two phases each compiled once). No graph is compiled after the
-    first batch that trains, and the warm-up time is logged apart."""
+def test_compiled_fused_step_trains_without_recompiling(workdir: Path) -> None:
+    """``algo.compile=true`` on the CPU: torch.compile of TD3's fused step (sampling, loss,
+    backward, optimiser step, soft target update) with its actor delay, two phases each
+    compiled once, and an annealed learning rate (a float one compiled the step again for each
+    new value). No graph is compiled after the first batch that trains, and the warm-up time is
+    logged apart. (A prioritized sample's path through compile: the CUDA tests.)"""
     run_rlrun(
-        *args, "algo.compile=true", "trainer.progress_bar=false", cwd=workdir, timeout=600,
+        "+experiment=td3_mujoco", "env=pendulum", "policy.hidden_sizes=[32,32]",
+        "collector.frames_per_batch=64", "replay_buffer.batch_size=64",
+        "trainer.total_frames=192", "collector.init_random_frames=64",
+        "optim.anneal_lr=true", "algo.compile=true", "trainer.progress_bar=false",
+        cwd=workdir, timeout=600,
     )  # fmt: skip
     run = run_dirs(workdir)[0]
     assert summary(run)["status"] == "completed"
-    losses = series(run, loss_key)
+    losses = series(run, "loss_qvalue")
     assert len(losses) == 3 and all(math.isfinite(v) for _, v in losses)
     assert all(v > 0 for _, v in series(run, "grad_norm"))
     graphs = [v for _, v in series(run, "compiled_graphs")]
