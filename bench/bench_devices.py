@@ -156,9 +156,9 @@ def main() -> None:
                     continue
                 results[case][name] = measure(scaled(CASES[case], args.scale), variant, Path(tmp))
                 print(case, name, results[case][name], flush=True)
-            for name, device in PLAIN.items():
-                if device == "cpu" or cuda:
-                    results[case][name] = plain(case, device, args.scale)
+            for name, plain_device in PLAIN.items():
+                if plain_device == "cpu" or cuda:
+                    results[case][name] = plain(case, plain_device, args.scale)
                     print(case, name, results[case][name], flush=True)
     write(
         "devices",

@@ -305,6 +305,7 @@ def parse_hooks(hooks_cfg: DictConfig) -> list[HookEntry]:
 
 
 SAMPLE_POINTS = ("process_optim_batch", "post_loss")  # where a hook sees each replay sample
+SAMPLE_BUILTINS = ("batch_subsampler", "reward_normalizer")  # built-ins registered there
 
 
 def reads_samples(entries: list[HookEntry]) -> bool:
@@ -312,7 +313,7 @@ def reads_samples(entries: list[HookEntry]) -> bool:
     ``process_optim_batch`` or ``post_loss``; a user object that registers itself may): the
     off-policy update step then leaves sampling to the Trainer's hooks instead of fusing it."""
     return any(
-        entry.builtin == "batch_subsampler"
+        entry.builtin in SAMPLE_BUILTINS
         or (entry.builtin is None and not entry.points)
         or any(point in SAMPLE_POINTS for point in entry.points)
         for entry in entries

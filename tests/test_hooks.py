@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from conftest import TINY, csv_series, run_dirs, run_rlrun, summary
 
 COUNTER = '''
@@ -93,3 +94,25 @@ def test_replay_buffer_hook_uses_the_replay_buffer_group(workdir: Path) -> None:
     proc = run_rlrun(*dqn, cwd=workdir, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "algo=dqn already trains from the replay buffer" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("hooks", "reads"),
+    [
+        ([], False),
+        (["hooks=[count_frames_log,clear_cuda_cache]"], False),
+        (["hooks=[reward_normalizer]"], True),
+        (["hooks=[batch_subsampler]"], True),
+        (["+hooks.mine._target_=faulty_hooks.FailsToBuild", "+hooks.mine.at=post_steps"], False),
+        (["+hooks.mine._target_=faulty_hooks.FailsToBuild", "+hooks.mine.at=post_loss"], True),
+        (["+hooks.mine._target_=faulty_hooks.FailsToBuild"], True),  # registers itself
+    ],
+)
+def test_which_hooks_see_each_replay_sample(hooks: list[str], reads: bool) -> None:
+    """With such a hook an off-policy run keeps sampling in the Trainer's replay hook."""
+    from conftest import compose
+
+    from rlrun.hooks import parse_hooks, reads_samples
+
+    cfg = compose("+experiment=sac", *hooks)
+    assert reads_samples(parse_hooks(cfg.hooks)) is reads
