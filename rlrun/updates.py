@@ -2,7 +2,8 @@
 (``algo.compile``, ``algo.cudagraphs``).
 
 Every optimisation step is the same: loss forward, backward of the sum of the ``loss_*`` terms,
-gradient clipping to ``algo.max_grad_norm``, optimiser step. :class:`UpdateStep` runs it as the
+gradient clipping to ``algo.max_grad_norm``, optimiser step; off-policy with uniform replay, the
+sample before it and the soft target update after it. :class:`UpdateStep` runs it as the
 Trainer's ``OptimizationStepper``, as one function that can be compiled (``torch.compile``) and,
 on CUDA, captured in a CUDA graph (tensordict's ``CudaGraphModule``), the way LeanRL and TorchRL's
 own recipes make small-network RL fast on a GPU. The gradient norm stays a tensor: no step waits
