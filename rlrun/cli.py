@@ -44,16 +44,16 @@ it. Every run gets a folder under outputs/ with its config, logs, checkpoints an
 Config groups (choose with group=option):
 {groups}
 Examples:
-  rlrun +experiment=ppo                                 one run
-  rlrun +experiment=ppo_lstm device=cuda logger=wandb   override groups and keys
-  rlrun -m +experiment=ppo optim.lr=1e-3,3e-4 seed=0,1  a sweep (outputs/multirun/...)
-  rlrun +experiment=ppo --cfg job                       print the composed config
-  rlrun resume=outputs/2026-11-22/10-00-00              continue a stopped run
-  rlrun resume=outputs/multirun/2026-11-22/10-00-00     re-run a sweep's unfinished jobs
-  rlrun report outputs/multirun/2026-11-22/10-00-00     table and plots of a sweep
-  rlrun eval outputs/2026-11-22/10-00-00 episodes=50     evaluate the trained policy again
-  rlrun eval RUN device=cpu env.id=CartPole-v1 video=true   on another device, env or checkpoint
-  rlrun export outputs/2026-11-22/10-00-00 format=onnx   policy.onnx + policy.onnx.json specs
+  rlrun +experiment=ppo                                          one run
+  rlrun +experiment=ppo_lstm device=cuda logger=wandb            override groups and keys
+  rlrun -m +experiment=ppo optim.lr=1e-3,3e-4 seed=0,1           a sweep (outputs/multirun/...)
+  rlrun +experiment=ppo --cfg job                                print the composed config
+  rlrun resume=outputs/2026-11-22/10-00-00-3f9c2a                continue a stopped run
+  rlrun resume=outputs/multirun/2026-11-22/10-00-00-3f9c2a       re-run a sweep's unfinished jobs
+  rlrun report outputs/multirun/2026-11-22/10-00-00-3f9c2a       table and plots of a sweep
+  rlrun eval outputs/2026-11-22/10-00-00-3f9c2a episodes=50      evaluate the trained policy again
+  rlrun eval RUN device=cpu env.id=CartPole-v1 video=true        another device, env or checkpoint
+  rlrun export outputs/2026-11-22/10-00-00-3f9c2a format=onnx    policy.onnx + .json specs
 
 Hydra's own options: rlrun --hydra-help.  Full tracebacks: HYDRA_FULL_ERROR=1.
 """

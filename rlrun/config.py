@@ -16,12 +16,13 @@ carry its own keys, which are handed to their ``_target_``.
 from __future__ import annotations
 
 import math
+import secrets
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 
 def _choices(name: str, *values: str) -> type[StrEnum]:
@@ -324,8 +325,19 @@ class RootConfig:
 ALGO_SCHEMAS = {"ppo": PPOConfig, "dqn": DQNConfig, "sac": SACConfig, "td3": TD3Config}
 
 
+def run_tag() -> str:
+    """``${rlrun_tag:}`` in the default run and sweep folders: 6 random hex digits after the
+    start time, so that runs started in the same second (two terminals, a script, a SLURM array,
+    on one host or several sharing a file system) get folders of their own, still sorted by
+    time (1000 runs in one second: about 3 in 100,000 chances of one shared folder). Cached as
+    Hydra caches ``now``: every resolution in the process, and a sweep's jobs, agree."""
+    return secrets.token_hex(3)
+
+
 def register_configs() -> None:
-    """Store the schemas in Hydra's ConfigStore (idempotent)."""
+    """Store the schemas in Hydra's ConfigStore and the folder resolver (idempotent)."""
+    if not OmegaConf.has_resolver("rlrun_tag"):
+        OmegaConf.register_new_resolver("rlrun_tag", run_tag, use_cache=True)
     cs = ConfigStore.instance()
     cs.store(name="rlrun_root_schema", node=RootConfig)
     cs.store(group="policy", name="rlrun_policy_schema", node=PolicyConfig)

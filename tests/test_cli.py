@@ -100,3 +100,22 @@ def test_a_run_says_where_it_is_and_ends_with_a_summary(workdir):
     assert lines[-2].startswith(f"rlrun: completed: {done['frames']} frames in ")
     assert f"train return last {done['train_return_last']:.4g}" in lines[-2]
     assert lines[-1].startswith(f"rlrun: report: rlrun report {where}  (train on: rlrun resume=")
+
+
+def test_runs_started_together_get_folders_of_their_own(workdir) -> None:
+    """Two runs started in the same second (two terminals, a SLURM array) with the default
+    folders: each trains into its own, named by start time and a random tag (issue #35)."""
+    import re
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    args = ["+experiment=ppo", "trainer.total_frames=256", "collector.frames_per_batch=256",
+            "algo.minibatch_size=128", "algo.epochs=1", "trainer.progress_bar=false",
+            "checkpoint.backend=none"]  # fmt: skip
+    with ThreadPoolExecutor(2) as pool:
+        procs = list(pool.map(lambda _: run_rlrun(*args, cwd=workdir), range(2)))
+    assert all(isinstance(p, subprocess.CompletedProcess) for p in procs)
+    runs = run_dirs(workdir)
+    assert len(runs) == 2 and runs[0] != runs[1]
+    assert all(re.fullmatch(r"\d\d-\d\d-\d\d-[0-9a-f]{6}", run.name) for run in runs), runs
+    assert all(summary(run)["frames"] == 256 for run in runs)
