@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
+import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun.config import Range
 from rlrun.errors import ConfigError
+from rlrun.resume import RESUME_SWEEPER
 
 if TYPE_CHECKING:
     from rlrun.devices import Placement
@@ -403,6 +405,38 @@ def check_run_folder(run_dir: Path) -> None:
         )
 
 
+def check_folder_unused(folder: Path, sweep: bool) -> None:
+    """A fresh run or sweep never writes into the folder of an earlier one (an explicit
+    ``hydra.run.dir``, a requeued array job): it would append to that run's metrics, overwrite
+    its summary and mix checkpoints. ``resume=`` continues one instead (issue #35)."""
+    if sweep:
+        held = (folder / "multirun.yaml").is_file() or any(
+            (job / ".hydra" / "config.yaml").is_file() for job in _subfolders(folder)
+        )
+    else:
+        held = (folder / ".hydra" / "config.yaml").is_file()
+    if not held:
+        return
+    what = "sweep" if sweep else "run"
+    summary = folder / "summary.json"
+    state = ""
+    if not sweep and summary.is_file():
+        try:
+            saved = json.loads(summary.read_text())
+            state = f": {saved.get('status')} at {saved.get('frames')} frames"
+        except (OSError, ValueError):
+            pass
+    raise ConfigError(
+        f"{folder} holds a {what} already{state}; continue it with rlrun resume={folder}, or "
+        f"give a new run another folder (hydra.{'sweep' if sweep else 'run'}.dir). Nothing there "
+        "was changed."
+    )
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+
+
 MAX_CHECKED_JOBS = 256  # a larger sweep's further jobs are checked when they start
 
 
@@ -441,6 +475,8 @@ def check_command_line(args: list[str]) -> None:
                 validate(cfg)
                 hydra = cfg.hydra.sweep if parsed.multirun else cfg.hydra.run
                 check_run_folder(Path(hydra.dir))
+                if not cfg.resume and f"hydra/sweeper={RESUME_SWEEPER}" not in overrides:
+                    check_folder_unused(Path(hydra.dir), sweep=parsed.multirun)
             except ConfigError as err:
                 if len(jobs) == 1:
                     raise

@@ -119,3 +119,22 @@ def test_runs_started_together_get_folders_of_their_own(workdir) -> None:
     assert len(runs) == 2 and runs[0] != runs[1]
     assert all(re.fullmatch(r"\d\d-\d\d-\d\d-[0-9a-f]{6}", run.name) for run in runs), runs
     assert all(summary(run)["frames"] == 256 for run in runs)
+
+
+def test_a_fresh_run_into_a_used_folder_is_refused_and_changes_nothing(workdir) -> None:
+    """``hydra.run.dir`` of a finished run, without ``resume=``: one line naming the fix, exit 2,
+    and the old run's files untouched (issue #35)."""
+    args = ["+experiment=ppo", "trainer.total_frames=256", "collector.frames_per_batch=256",
+            "algo.minibatch_size=128", "algo.epochs=1", "trainer.progress_bar=false",
+            "hydra.run.dir=runs/a"]  # fmt: skip
+    run_rlrun(*args, cwd=workdir)
+    run = workdir / "runs" / "a"
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    proc = run_rlrun(*args, cwd=workdir, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == (
+        "rlrun: error: runs/a holds a run already: completed at 256 frames; continue it with "
+        "rlrun resume=runs/a, or give a new run another folder (hydra.run.dir). Nothing there "
+        "was changed."
+    )
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
