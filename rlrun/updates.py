@@ -164,14 +164,14 @@ class UpdateStep(OptimizationStepper):
             self.inner_target.step()
         out = losses.detach()
         out.set("grad_norm", grad_norm.detach())
-        if self.priority_key is not None and self.priority_key in batch.keys():
+        has_priority = self.priority_key is not None and self.priority_key in batch.keys()
+        if has_priority and self.sampler is None:  # a fused uniform sample has no priorities
             out.set(self.priority_key, batch.get(self.priority_key).detach())
         return out
 
     def fused_update(self) -> TensorDictBase:
         """Sample, then :meth:`update`: the whole off-policy step as one function."""
-        out = self.update(self.sampler.sample())
-        return out.exclude(self.priority_key) if self.priority_key is not None else out
+        return self.update(self.sampler.sample())
 
     def step(self, trainer: Trainer, sub_batch: TensorDictBase) -> TensorDictBase:
         phase = self.begin() if self.begin is not None else None
