@@ -31,6 +31,7 @@ from torchrl.envs import CatFrames, Compose, Transform
 from torchrl.trainers import ReplayBufferTrainer, Trainer
 
 from rlrun.devices import Placement
+from rlrun.disk import allocate, payload_bytes, reserve, size_text
 
 TRAJ_KEY = ("collector", "traj_ids")  # written by TorchRL collectors; the slice sampler's key
 
@@ -238,13 +239,24 @@ def _sampler(cfg: DictConfig) -> Sampler:
     return RandomSampler()
 
 
+class ReservedMemmapStorage(LazyMemmapStorage):
+    """TorchRL's memmapped storage, its files' blocks allocated when they are created: a full
+    disk is then one clean error at the first batch, not a SIGBUS later (``rlrun/disk.py``)."""
+
+    def _init_standard(self, data: TensorDictBase | torch.Tensor) -> None:
+        need = payload_bytes(data, rows=self.max_size)
+        reserve(Path(self.scratch_dir), need, f"the memmapped replay buffer ({size_text(need)})")
+        super()._init_standard(data)
+        allocate(p for p in Path(self.scratch_dir).rglob("*") if p.is_file())
+
+
 def _storage(cfg: DictConfig, run_dir: Path, device: torch.device):
     if cfg.storage == "memmap":  # on disk: the placement keeps it on the CPU
         scratch = run_dir / "replay_buffer"
         # An earlier process's live files (this run resumed): the checkpoint being resumed holds
         # its own copy, and TorchRL refuses to load it over existing files.
         shutil.rmtree(scratch, ignore_errors=True)
-        return LazyMemmapStorage(cfg.size, scratch_dir=scratch, device=device)
+        return ReservedMemmapStorage(cfg.size, scratch_dir=scratch, device=device)
     return LazyTensorStorage(cfg.size, device=device)
 
 

@@ -17,6 +17,10 @@ place, so a checkpoint is either absent or complete with its checksums. ``find_c
 checks them before anything is loaded and resumes from the newest intact checkpoint, warning
 about each damaged newer one; a checkpoint without checksums (an older rlrun's) counts as damaged.
 
+Before a save, the free space is checked against the size of what it writes
+(``rlrun/disk.py``): on a full file system the save is refused in one line, where TorchRL's sparse
+memmapped files would end the process with SIGBUS.
+
 Loading never runs pickled code: payloads go through ``torch.load(weights_only=True)``, which
 refuses anything but tensors and plain containers; rlrun turns that refusal into a ConfigError.
 """
@@ -41,7 +45,8 @@ from omegaconf import DictConfig, OmegaConf
 from torchrl.checkpoint import Checkpoint, CheckpointError, CheckpointRotation, GlobalRNGState
 from torchrl.trainers import Trainer
 
-from rlrun.errors import ConfigError
+from rlrun.disk import checkpoint_bytes, free_bytes, reserve, size_text, written
+from rlrun.errors import ConfigError, RunError
 from rlrun.loggers import redact_secrets
 
 CHECKPOINT_DIR = "checkpoints"
@@ -198,6 +203,8 @@ class VerifiedCheckpoint(Checkpoint):
         if (kwargs.get("format") or self.format) != "directory":
             raise ValueError("rlrun writes directory checkpoints only (checksums per file).")
         destination = self._local_path(path)
+        need = checkpoint_bytes(self.components.values())
+        reserve(destination.parent, need, f"checkpoint {destination.name} ({size_text(need)})")
         with staged(destination) as stage:
             super().save(stage, **kwargs)
         return destination
@@ -261,6 +268,8 @@ class SnapshotSaver:
         frames = int(self.trainer.collected_frames)
         destination = self.directory / f"{PREFIX}-{frames:012d}"
         self.directory.mkdir(parents=True, exist_ok=True)
+        need = checkpoint_bytes(checkpoint_components(self.trainer).values())
+        reserve(self.directory, need, f"checkpoint {destination.name} ({size_text(need)})")
         with staged(destination) as stage:
             self.torchsnapshot.Snapshot.take(str(stage), app_state=self.app_state())
             (stage / "config.json").write_text(json.dumps(self.config, indent=1))
@@ -343,6 +352,21 @@ def find_checkpoint(path: Path, backend: str, key: str = "resume") -> Path | Non
         found = "; ".join(f"{bad.name}: {what}" for bad, what in damaged)
         raise ConfigError(f"{key}={path}: no intact checkpoint: {found}")
     return None
+
+
+def disk_full(err: BaseException, run_dir: Path, backend: str, resume: Path) -> RunError:
+    """The one line a run stopped by a full file system ends with: where, how much is free,
+    what it was writing, and the checkpoint ``rlrun resume=`` continues from."""
+    try:
+        intact = find_checkpoint(run_dir, backend) if backend != "none" else None
+    except ConfigError:
+        intact = None
+    newest = f"the newest intact checkpoint is {intact}" if intact else "no checkpoint yet"
+    todo = f"rlrun resume={resume}" if intact else "start it again in a new folder"
+    return RunError(
+        f"no space left in {run_dir} ({size_text(free_bytes(run_dir))} free) while writing "
+        f"{written(err, run_dir)}; {newest}. Free some space, then {todo}."
+    )
 
 
 def load_checkpoint(trainer: Trainer, path: Path, saver: SnapshotSaver | None) -> None:

@@ -20,7 +20,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.config import register_configs
 from rlrun.errors import ConfigError, RunError, describe_config_error
-from rlrun.resume import resume_args
+from rlrun.folder_lock import hold
+from rlrun.resume import path_value, resume_args
 from rlrun.validation import check_command_line
 
 # rlrun's presets rlrun/conf/hydra/launcher/joblib.yaml, hydra/sweeper/basic.yaml, ... share the
@@ -121,7 +122,14 @@ def main() -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, then print them short
     try:
-        check_command_line(sys.argv[1:])  # before Hydra creates a folder (rlrun/validation.py)
+        pinned = check_command_line(sys.argv[1:])  # before Hydra creates a folder
+        if pinned is not None:
+            # Hydra writes into the folder checked (its time and random tag would resolve
+            # anew), and this process holds it until it ends; a refusal shows the command as
+            # typed, resume= not expanded
+            key, folder = pinned
+            sys.argv.append(f"{key}={path_value(folder)}")
+            hold(folder, "run", command=args)
         _hydra_main()
     except ConfigError as err:
         print(f"rlrun: error: {err}", file=sys.stderr)

@@ -330,7 +330,8 @@ def run_tag() -> str:
     start time, so that runs started in the same second (two terminals, a script, a SLURM array,
     on one host or several sharing a file system) get folders of their own, still sorted by
     time (1000 runs in one second: about 3 in 100,000 chances of one shared folder). Cached as
-    Hydra caches ``now``: every resolution in the process, and a sweep's jobs, agree."""
+    Hydra caches ``now``, so a sweep's jobs agree (Hydra copies the sweep config's cache to
+    theirs); the console script pins the folder it checked (``rlrun/cli.py``)."""
     return secrets.token_hex(3)
 
 

@@ -4,7 +4,8 @@ It reads what every run folder already holds (``summary.json``, ``.hydra/overrid
 CSV logger's ``csv/scalars/<metric>.csv``) and writes, into FOLDER:
 ``report.md`` (the tables, also printed), ``jobs.csv`` (one row per job), ``settings.csv`` (seeds of
 the same settings aggregated) and ``returns.png`` (return against frames per setting, mean and
-spread over seeds).
+spread over seeds). A run still training (or stopped without ``summary.json``) is reported from
+its CSV logs so far; its lock is never taken (``rlrun/folder_lock.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+
+from rlrun.folder_lock import held_by
 
 # summary.json keys shown per job, in this order (see rlrun.run.write_summary).
 SUMMARY_KEYS = (
@@ -73,13 +76,32 @@ def read_job(run_dir: Path, metric: str) -> Job:
     overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.is_file() else []
     # ``resume=`` says how a job was continued (a resumed sweep adds it), not what it trained
     overrides = [str(o) for o in overrides or [] if not str(o).startswith("resume=")]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    return Job(run_dir, overrides, summary, read_curve(run_dir, metric))
+    curve = read_curve(run_dir, metric)
+    summary_file = run_dir / "summary.json"
+    if summary_file.is_file():
+        summary = json.loads(summary_file.read_text())
+    else:  # training now (it holds its folder), or stopped before it could write one
+        summary = partial_summary(curve, running=held_by(run_dir) is not None)
+    return Job(run_dir, overrides, summary, curve)
+
+
+def partial_summary(curve: np.ndarray | None, running: bool) -> dict:
+    """What the CSV logs say of a run without ``summary.json`` so far."""
+    status = "running" if running else "stopped without a summary"
+    if curve is None or not len(curve):
+        return {"status": status}
+    return {
+        "frames": int(curve[-1, 0]),
+        "train_return_last": float(curve[-1, 1]),
+        "train_return_best": float(curve[:, 1].max()),
+        "status": status,
+    }
 
 
 def find_jobs(folder: Path, metric: str) -> list[Job]:
-    """Every run folder (one holding summary.json) under ``folder``, itself included."""
-    dirs = sorted(p.parent for p in folder.rglob("summary.json"))
+    """Every run folder (one holding its saved config) under ``folder``, itself included:
+    finished, stopped, or still training."""
+    dirs = sorted(p.parent.parent for p in folder.rglob(".hydra/config.yaml"))
     dirs.sort(key=lambda p: [(0, int(s), "") if s.isdigit() else (1, 0, s) for s in p.parts])
     return [read_job(d, metric) for d in dirs]
 
@@ -194,7 +216,7 @@ def report(folder: Path, metric: str = "train/episode_return") -> str:
     """Write the report files into ``folder`` and return the Markdown text."""
     jobs = find_jobs(folder, metric)
     if not jobs:
-        raise FileNotFoundError(f"no run folder (with summary.json) under {folder}")
+        raise FileNotFoundError(f"no run folder (with .hydra/config.yaml) under {folder}")
     settings = group_by_setting(jobs)
     job_rows = [job_row(j, folder) for j in jobs]
     setting_rows = [aggregate(s) for s in settings]

@@ -33,6 +33,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun.errors import ConfigError
+from rlrun.folder_lock import held_by, refusal
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def _is_override(arg: str) -> bool:
     return "=" in arg and not arg.startswith("-")
 
 
-def _path_value(path: Path) -> str:
+def path_value(path: Path) -> str:
     """A path as an override value: quoted when Hydra's grammar would split or parse it."""
     text = str(path)
     if re.fullmatch(r"[\w/.:@-]+", text):
@@ -156,6 +157,10 @@ def sweep_resume_args(sweep: Path, args: list[str]) -> list[str]:
 
     saved = load_sweep(sweep)
     check_resumable(sweep, saved)
+    for folder in (sweep, *sorted(p for p in sweep.iterdir() if p.is_dir())):
+        holder = held_by(folder)  # its driver, or a job still running (its driver gone)
+        if holder is not None:
+            raise refusal(folder, holder, "resume")
     new = [a for a in args if _is_override(a)]
     flags = [a for a in args if not _is_override(a) and a not in ("-m", "--multirun")]
     new_keys = {_override_key(a) for a in new}
@@ -192,7 +197,7 @@ def sweep_resume_args(sweep: Path, args: list[str]) -> list[str]:
         *hydra,
         *fixed,
         *new,
-        f"hydra.sweep.dir={_path_value(sweep)}",
+        f"hydra.sweep.dir={path_value(sweep)}",
         f"hydra/sweeper={RESUME_SWEEPER}",
         *([f"hydra.sweeper.max_batch_size={batch}"] if batch else []),
     ]
@@ -275,7 +280,7 @@ def plan_sweep_resume(sweep: Path, arguments: list[str], parser: Any) -> list[Re
         own = [str(o) for o in OmegaConf.load(saved_file)] if saved_file.is_file() else rebuilt
         kept = [o for o in own if _override_key(o) not in new_keys | {"resume"}]
         checkpoint = job_checkpoint(folder, new)
-        resume = [f"resume={_path_value(folder)}"] if checkpoint is not None else []
+        resume = [f"resume={path_value(folder)}"] if checkpoint is not None else []
         overrides = [*kept, *new, *resume, f"hydra.sweep.subdir={num}"]
         plans.append(ResumedJob(num, folder, state, checkpoint, overrides))
     log.info(

@@ -53,7 +53,10 @@ from rlrun.buffers import (
     make_replay_buffer_hook,
 )
 from rlrun.checkpoints import (
+    CHECKPOINT_DIR,
     SnapshotSaver,
+    checkpoint_dirs,
+    disk_full,
     find_checkpoint,
     load_checkpoint,
     save_now,
@@ -68,9 +71,11 @@ from rlrun.collectors import (
 )
 from rlrun.copying import check_loss_trains_in_place
 from rlrun.devices import on_device, placement
+from rlrun.disk import out_of_space
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError
 from rlrun.evaluation import Evaluator
+from rlrun.folder_lock import hold, release
 from rlrun.hooks import (
     EpisodeStats,
     HookContext,
@@ -92,13 +97,19 @@ from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
 from rlrun.pruning import is_pruned, register_pruning
 from rlrun.ray_runtime import cpus_reserved, ray_session, uses_ray
-from rlrun.resume import preemption_signals, requeue_if_preempted, requeued_checkpoint
+from rlrun.resume import (
+    preemption_signals,
+    requeue_if_preempted,
+    requeued_checkpoint,
+    submitit_job,
+)
 from rlrun.run_dirs import shown
 from rlrun.updates import UpdateStep, make_optimizer
 from rlrun.validation import validate
 
 log = logging.getLogger(__name__)
 IN_PROCESS_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+REQUEUE_WAIT_S = 120.0  # about an NFSv4 lease (90 s) and then some
 
 
 def seed_everything(seed: int) -> None:
@@ -140,8 +151,7 @@ def print_summary(run_dir: Path, stats: EpisodeStats, frames: int, status: str) 
         return "-" if x is None or not math.isfinite(x) else f"{x:.4g}"
 
     fps = f" ({frames / stats.wall_time_s:.0f} frames/s)" if stats.wall_time_s > 0 else ""
-    sweep = HydraConfig.get().mode == RunMode.MULTIRUN
-    where = shown(run_dir.parent if sweep else run_dir)
+    where = shown(run_dir.parent if runs_in_sweep() else run_dir)
     print(
         f"rlrun: {status}: {frames} frames in {stats.wall_time_s:.1f} s{fps}; train return "
         f"last {num(stats.return_last)}, best {num(stats.return_best)}; "
@@ -154,7 +164,7 @@ def print_summary(run_dir: Path, stats: EpisodeStats, frames: int, status: str) 
             "trainer.total_frames=<more>)",
             flush=True,
         )
-    else:
+    elif runs_in_sweep() or checkpoint_dirs(run_dir / CHECKPOINT_DIR):
         print(f"rlrun: continue: rlrun resume={where}", flush=True)
 
 
@@ -370,6 +380,17 @@ def run_job(cfg: DictConfig) -> float | None:
     ``interrupted``). Returns the final training return (a sweeper's objective)."""
     quiet_torchrl()
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    # one writer per folder (rlrun/folder_lock.py); a requeued submitit job waits for its
+    # preempted predecessor's lock to go with it
+    hold(run_dir, "run", wait_s=REQUEUE_WAIT_S if submitit_job() else 0)
+    try:
+        return train_in(run_dir, cfg)
+    finally:
+        release(run_dir)
+
+
+def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
+    """:func:`run_job` in the folder it holds."""
     checkpoint = resume_checkpoint(cfg)
     print(f"rlrun: run folder {shown(run_dir)}", flush=True)
     stats = EpisodeStats()
@@ -404,12 +425,22 @@ def run_job(cfg: DictConfig) -> float | None:
         error = f"{type(err).__name__}: {err}"
         if is_pruned(err):  # stopped early by an Optuna search (rlrun/pruning.py)
             status = "pruned"
+        if out_of_space(err):  # one line, no traceback; resume= once there is space
+            logging.raiseExceptions = False  # log files that cannot grow: no "Logging error"
+            where = run_dir.parent if runs_in_sweep() else run_dir
+            full = disk_full(err, run_dir, cfg.checkpoint.backend, where)
+            error = str(full)
+            raise full from None
         raise
     finally:
         started.close()  # loggers closed (a W&B or MLflow run ended), collector shut down
         extra = {"error": error} if error else {}
         frames = trainer.collected_frames if trainer is not None else 0
-        write_summary(run_dir, stats, frames, status, **extra)
+        try:
+            write_summary(run_dir, stats, frames, status, **extra)
+        except OSError as err:  # it did not fit: the line above says why
+            if not out_of_space(err):
+                raise
         print_summary(run_dir, stats, frames, status)
     requeue_if_preempted(signals)  # preempted submitit job: submitit requeues it (resume.py)
     if signals and runs_sweep_in_process():
@@ -422,7 +453,11 @@ class SweepStopped(KeyboardInterrupt):
     are not started (the console script says so; ``resume=<sweep>`` runs them)."""
 
 
+def runs_in_sweep() -> bool:
+    """A job of a multirun (``resume=`` continues its sweep, not the job alone)."""
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def runs_sweep_in_process() -> bool:
     """A multirun whose jobs run one after the other in this process (Hydra's basic launcher)."""
-    hydra = HydraConfig.get()
-    return hydra.mode == RunMode.MULTIRUN and hydra.launcher._target_ == IN_PROCESS_LAUNCHER
+    return runs_in_sweep() and HydraConfig.get().launcher._target_ == IN_PROCESS_LAUNCHER

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun.config import Range
 from rlrun.errors import ConfigError
+from rlrun.folder_lock import held_by, refusal
 from rlrun.resume import RESUME_SWEEPER
 
 if TYPE_CHECKING:
@@ -440,10 +441,12 @@ def _subfolders(folder: Path) -> list[Path]:
 MAX_CHECKED_JOBS = 256  # a larger sweep's further jobs are checked when they start
 
 
-def check_command_line(args: list[str]) -> None:
+def check_command_line(args: list[str]) -> tuple[str, Path] | None:
     """Compose what ``rlrun ARGS`` will run, with Hydra's own parser, and check it (every job
-    of a basic sweep) before Hydra creates a run or sweep folder. Hydra's info modes (``--cfg``,
-    ``--info``, ...) and custom primary configs are left to Hydra."""
+    of a basic sweep) before Hydra creates a run or sweep folder. Returns that folder and its
+    key (``hydra.run.dir`` or ``hydra.sweep.dir``), for the console script to pin and hold
+    (``rlrun/folder_lock.py``); None for Hydra's info modes (``--cfg``, ``--info``, ...) and
+    custom primary configs, which are left to Hydra."""
     from hydra import compose, initialize_config_module
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra._internal.utils import get_args_parser
@@ -452,9 +455,9 @@ def check_command_line(args: list[str]) -> None:
 
     parsed = get_args_parser().parse_args(args)
     if parsed.cfg or parsed.info or parsed.hydra_help or parsed.shell_completion:
-        return
+        return None
     if parsed.config_path or parsed.config_name or parsed.experimental_rerun:
-        return
+        return None
     overrides = list(parsed.overrides)
     extra = []
     if parsed.config_dir:
@@ -473,14 +476,21 @@ def check_command_line(args: list[str]) -> None:
             cfg = compose("config", overrides=[*job, *extra], return_hydra_config=True)
             try:
                 validate(cfg)
-                hydra = cfg.hydra.sweep if parsed.multirun else cfg.hydra.run
-                check_run_folder(Path(hydra.dir))
-                if not cfg.resume and f"hydra/sweeper={RESUME_SWEEPER}" not in overrides:
-                    check_folder_unused(Path(hydra.dir), sweep=parsed.multirun)
+                key = "hydra.sweep.dir" if parsed.multirun else "hydra.run.dir"
+                folder = Path(OmegaConf.select(cfg, key))
+                check_run_folder(folder)
+                resumed = cfg.resume or f"hydra/sweeper={RESUME_SWEEPER}" in overrides
+                holder = held_by(folder)
+                if holder is not None:
+                    what = "resume" if resumed else "sweep" if parsed.multirun else "run"
+                    raise refusal(folder, holder, what)
+                if not resumed:
+                    check_folder_unused(folder, sweep=parsed.multirun)
             except ConfigError as err:
                 if len(jobs) == 1:
                     raise
                 raise ConfigError(f"in the sweep's job {' '.join(job)}: {err}") from None
+    return key, folder
 
 
 # trainer.learner_backend=ray (rlrun/learners.py): the stages TorchRL 0.14.1 still runs on the

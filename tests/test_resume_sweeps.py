@@ -14,6 +14,8 @@ import pytest
 from conftest import BATCH, CHECKPOINTED, RLRUN, csv_series, run_rlrun, summary
 from omegaconf import OmegaConf
 
+from rlrun.folder_lock import LOCK_FILE
+
 JOB = [*CHECKPOINTED, "checkpoint.keep=20"]
 
 
@@ -41,11 +43,12 @@ def wait_for(proc: subprocess.Popen, cwd: Path, pattern: str) -> Path:
 
 
 def files(folder: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``folder``: its modification time (ns) and size."""
+    """Every file under ``folder``: its modification time (ns) and size; the lock files aside
+    (each writer names itself in its folder's: rlrun/folder_lock.py)."""
     return {
         str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size)
         for p in sorted(folder.rglob("*"))
-        if p.is_file()
+        if p.is_file() and p.name != LOCK_FILE
     }
 
 
@@ -93,7 +96,9 @@ def test_resumed_sweep_runs_only_its_unfinished_jobs_from_their_checkpoints(work
         assert summary(job)["status"] == "completed" and summary(job)["frames"] == 1280
         assert steps(job) == batches(1280), num  # no duplicate, no gap: job 1 went on at `stop`
         assert OmegaConf.load(job / ".hydra" / "config.yaml").seed == num  # its own overrides
-    assert sorted(p.name for p in sweep.iterdir()) == ["0", "1", "2", "3", "multirun.yaml"]
+    assert sorted(p.name for p in sweep.iterdir()) == [
+        ".rlrun.lock", "0", "1", "2", "3", "multirun.yaml"
+    ]  # fmt: skip
     assert (sweep / "multirun.yaml").read_text() == multirun  # resumable again
     assert list(workdir.glob("outputs/*/*")) == [sweep.parent]  # no other run folder
 
