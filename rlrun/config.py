@@ -95,6 +95,7 @@ class EnvConfig:
     """An environment: any gymnasium id, wrapped by TorchRL (read by ``rlrun/envs.py``)."""
 
     id: str = MISSING
+    imports: list[str] = MISSING
     backend: EnvBackend = MISSING
     num_envs: int = ranged(1)
     num_threads: int | None = ranged(1)
@@ -280,6 +281,7 @@ class LoggerConfig:
     tags: list[str] = MISSING
     tracking_uri: str | None = MISSING
     experiment: str = MISSING
+    strict: bool = MISSING
 
 
 @dataclass

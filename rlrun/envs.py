@@ -36,7 +36,7 @@ from torchrl.envs.transforms import VecNormV2
 
 import rlrun.tensordict_fixes  # noqa: F401  (a speed fix, applied on import)
 from rlrun import atari
-from rlrun.validation import check_env_id
+from rlrun.validation import check_env_id, import_env_modules
 
 # MuJoCo renders (eval.video) through EGL, which needs no display; MUJOCO_GL set by the user wins.
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -66,7 +66,10 @@ class ObservationMask(ObservationTransform):
         return observation_spec
 
 
-def _single_gym_env(env_id: str, kwargs: dict, atari_cfg: DictConfig | None = None) -> EnvBase:
+def _single_gym_env(
+    env_id: str, kwargs: dict, atari_cfg: DictConfig | None = None, imports: Sequence[str] = ()
+) -> EnvBase:
+    import_env_modules(imports)  # a spawned ParallelEnv worker registers the id too
     # No device: gymnasium's arrays become CPU tensors anyway, and with ``device="cpu"`` TorchRL
     # walks every step's and reset's tensordict through ``.to("cpu")`` (about 0.25 ms per step
     # at 8 envs). The collector moves data to the policy's device (rlrun/devices.py).
@@ -95,7 +98,7 @@ def _base_env(cfg: DictConfig, num_envs: int, start_method: str) -> EnvBase:
     kwargs = OmegaConf.to_container(cfg.kwargs, resolve=True) or {}
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
-    make_one = functools.partial(_single_gym_env, cfg.id, kwargs, cfg.atari)
+    make_one = functools.partial(_single_gym_env, cfg.id, kwargs, cfg.atari, list(cfg.imports))
     if cfg.parallel:
         return ParallelEnv(num_envs, make_one, mp_start_method=start_method)
     if cfg.backend == "gym_vector":
@@ -160,6 +163,7 @@ def make_env(
     transforms. ``start_method``: ParallelEnv workers' (``Placement.env_start_method``);
     ``observation_stats``: normalise with the training env's statistics (evaluation);
     ``training``: false for an evaluation env (Atari: no episodic life, no reward clipping)."""
+    import_env_modules(cfg.imports)  # your gymnasium ids (env.imports), in this process too
     check_env_id(cfg.id)
     env = _base_env(cfg, num_envs or cfg.num_envs, start_method)
     transforms = [StepCounter(), RewardSum()]

@@ -2,12 +2,13 @@
 
 Each backend writes under the run folder (``csv/``, ``tensorboard/``, ``wandb/``, ``mlflow/``:
 ``rlrun/mlflow_logger.py``), every metric against collected frames, and the composed config is
-logged as hyperparameters.
+logged as hyperparameters. A W&B or MLflow server out of reach at start is found within seconds
+(``rlrun/tracking.py``): the run then logs locally and says so, or stops (``logger.strict``).
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import re
 import uuid
 from collections.abc import Sequence
@@ -19,6 +20,11 @@ from torch import Tensor
 from torchrl.record.loggers import CSVLogger, Logger, TensorboardLogger
 
 SECRET = re.compile(r"api_?key|token|secret|password", re.IGNORECASE)
+# how long a W&B run's end waits for uploads (wandb's finish_timeout; its default waits for as
+# long as they take, forever once the server is lost): what is left stays in the run's .wandb
+# file for `wandb sync`
+WANDB_FINISH_TIMEOUT_S = 120.0
+log = logging.getLogger(__name__)
 
 
 def redact_secrets(value: Any) -> Any:
@@ -134,10 +140,8 @@ def close_logger(logger: Logger) -> None:
         logger.experiment.files.clear()
     elif hasattr(logger.experiment, "finish"):  # wandb
         logger.experiment.finish()
-    else:  # mlflow
-        import mlflow
-
-        mlflow.end_run()
+    else:  # MLflowRunLogger: sends what is left, ends the MLflow run
+        logger.close()
 
 
 def wandb_run_id(run_dir: Path) -> str:
@@ -160,13 +164,29 @@ def sweep_group() -> str | None:
 
 
 def _wandb_logger(cfg: DictConfig, run_dir: Path, exp_name: str) -> Logger:
+    """A W&B run; online (``logger.mode=online``, or ``auto`` with credentials) only when its
+    server answers, else offline in ``<run folder>/wandb/`` for ``wandb sync``."""
+    import wandb
     from torchrl.record.loggers.wandb import WandbLogger
+
+    from rlrun.run_dirs import shown
+    from rlrun.tracking import (
+        PROBE_TIMEOUT_S,
+        reachable,
+        stop_if_strict,
+        wandb_auth_problem,
+        wandb_base_url,
+    )
 
     mode = cfg.mode
     if mode == "auto":
-        has_key = bool(os.environ.get("WANDB_API_KEY")) or (Path.home() / ".netrc").exists()
-        mode = "online" if has_key else "offline"
-    return WandbLogger(
+        mode = "offline" if wandb_auth_problem() else "online"
+    server = wandb_base_url() if mode == "online" else None
+    lost = server is not None and not reachable(server)
+    if lost:
+        stop_if_strict(cfg, f"W&B server {server}")
+        mode = "offline"
+    logger = WandbLogger(
         exp_name=exp_name,
         save_dir=str(run_dir),
         project=cfg.project,
@@ -174,10 +194,19 @@ def _wandb_logger(cfg: DictConfig, run_dir: Path, exp_name: str) -> Logger:
         group=cfg.group or sweep_group(),
         id=wandb_run_id(run_dir),
         tags=list(cfg.tags) or None,
-        offline=mode == "offline",
+        # mode alone: TorchRL's offline=True also sets WANDB_MODE for the whole process (wandb
+        # then warns that it is ignored, once started, and later jobs of a sweep would inherit it)
         mode=mode,
         log_env_packages=False,
+        settings=wandb.Settings(finish_timeout=WANDB_FINISH_TIMEOUT_S),
     )
+    if lost:
+        sync_dir = shown(Path(logger.experiment.settings.sync_dir))
+        log.warning(
+            f"W&B server {server} not reachable within {PROBE_TIMEOUT_S:g} s: logging offline; "
+            f"upload later: wandb sync {sync_dir}"
+        )
+    return logger
 
 
 def make_logger(cfg: DictConfig, run_dir: Path, exp_name: str) -> MultiLogger:

@@ -17,7 +17,7 @@ import functools
 import importlib.util
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,8 @@ def validate(cfg: DictConfig) -> None:
     checks that import nothing heavy first)."""
     check_ranges(cfg)
     check_optional_packages(cfg)
+    import_env_modules(cfg.env.imports)  # they register the ids the checks below look up
+    check_wandb_credentials(cfg.logger)
     check_collector(cfg.collector, cfg.env)
     check_observations(cfg)
     check_replay_buffer(cfg.replay_buffer, cfg.env, cfg.collector)
@@ -141,6 +143,21 @@ def check_optional_packages(cfg: DictConfig) -> None:
                 choice = hydra.runtime.choices.get(f"hydra/{group}", target)
                 module = WRAPPED_PLUGINS.get(target.rsplit(".", 1)[0], target.rsplit(".", 2)[0])
                 _need(module, f"hydra/{group}={choice}")
+
+
+def check_wandb_credentials(cfg: DictConfig) -> None:
+    """``logger.mode=online`` needs W&B credentials: without them ``wandb.init`` fails only
+    once the run is built (``auto`` logs offline instead)."""
+    if not cfg.wandb or cfg.mode != "online":
+        return
+    from rlrun.tracking import wandb_auth_problem
+
+    problem = wandb_auth_problem()
+    if problem is not None:
+        raise ConfigError(
+            f"logger.mode=online: {problem}; run `wandb login` or set WANDB_API_KEY, or use "
+            "logger.mode=offline (or auto: online only with credentials)."
+        )
 
 
 @functools.cache
@@ -312,6 +329,21 @@ def check_collector(cfg: DictConfig, env: DictConfig) -> None:
 ACTION_SPACES = {"dqn": ("Discrete",), "sac": ("Box",), "td3": ("Box",), "ppo": ("Discrete", "Box")}
 
 
+def import_env_modules(modules: Sequence[str]) -> None:
+    """``env.imports``: your modules that register gymnasium ids when imported (as
+    rl-baselines3-zoo's ``--gym-packages``), imported before an id is looked up: in this check,
+    and by ``rlrun/envs.py`` in every process that makes envs (collector and env workers)."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as err:  # not installed, or failing on import: one line either way
+            where = "" if isinstance(err, ImportError) else " (it failed on import)"
+            raise ConfigError(
+                f"env.imports: cannot import {name}{where}: {type(err).__name__}: {err}. "
+                "Install the package, or put its folder on PYTHONPATH."
+            ) from None
+
+
 def check_env_id(env_id: str) -> None:
     """Fail with the nearest registered ids when gymnasium does not know ``env_id`` (ale-py
     registers the ``ALE/...`` ids on request)."""
@@ -331,7 +363,10 @@ def check_env_id(env_id: str) -> None:
         return
     near = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=3, cutoff=0.5)
     hint = f" Nearest ids: {', '.join(near)}." if near else ""
-    raise ConfigError(f"env.id={env_id} is not a registered gymnasium env.{hint}")
+    raise ConfigError(
+        f"env.id={env_id} is not a registered gymnasium env.{hint} Your own env: "
+        "env.imports=[<module that registers it>]."
+    )
 
 
 @functools.cache
