@@ -189,20 +189,6 @@ def test_observation_statistics_resume_and_are_what_evaluation_uses(tmp_path: Pa
         eval_env.close()
 
 
-@pytest.mark.slow
-def test_td3_learns_pendulum(workdir: Path) -> None:
-    """6000 frames (1000 random) take the deterministic policy from about -1500 to better than
-    -600 (seed 0: -364, 2026-11-23); a random policy averages about -1200 to -1500."""
-    run_rlrun(
-        "+experiment=td3_mujoco", "env=pendulum", "seed=0", *QUIET, "checkpoint.backend=none",
-        "trainer.total_frames=6000", "collector.init_random_frames=1000",
-        "collector.frames_per_batch=200", "policy.hidden_sizes=[64,64]", "eval=default",
-        "eval.every_frames=1000", "eval.episodes=5", cwd=workdir, timeout=1800,
-    )  # fmt: skip
-    (run_dir,) = run_dirs(workdir)
-    assert summary(run_dir)["eval_return_last"] > -600
-
-
 @pytest.mark.xdist_group("hooks")
 def test_observation_statistics_survive_sigterm_and_resume(workdir: Path) -> None:
     """Stopped by SIGTERM, resumed: the statistics go on from the stopped run's (their update
