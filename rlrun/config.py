@@ -308,6 +308,7 @@ class RootConfig:
     """The whole run. Group options are merged into these nodes."""
 
     seed: int = MISSING
+    deterministic: bool = MISSING
     device: str = MISSING
     resume: str | None = MISSING
     env: EnvConfig = field(default_factory=EnvConfig)
