@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import shlex
 import sys
 import warnings
 from importlib.resources import files
@@ -21,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rlrun.config import register_configs
 from rlrun.errors import ConfigError, RunError, describe_config_error
 from rlrun.folder_lock import hold
+from rlrun.provenance import COMMAND_ENV
 from rlrun.resume import path_value, resume_args
 from rlrun.validation import check_command_line
 
@@ -28,7 +30,12 @@ from rlrun.validation import check_command_line
 # plugins' names on purpose (the plugin's dataclass validates them); Hydra warns about it on each
 # composition. Launcher workers get the same filter from hydra_plugins/rlrun_sweepers/__init__.py.
 warnings.filterwarnings("ignore", message=r"\n'hydra/.*' is validated against ConfigStore")
-SUBCOMMANDS = {"report": "rlrun.report", "eval": "rlrun.playback", "export": "rlrun.export_command"}
+SUBCOMMANDS = {
+    "report": "rlrun.report",
+    "eval": "rlrun.playback",
+    "export": "rlrun.export_command",
+    "reproduce": "rlrun.reproduce",
+}
 
 HELP = """\
 rlrun: config-driven reinforcement learning with TorchRL.
@@ -37,6 +44,7 @@ Usage: rlrun [group=option ...] [key=value ...] [-m] [--cfg job] [--config-dir D
        rlrun report RUN_OR_SWEEP_FOLDER
        rlrun eval RUN_OR_SWEEP_FOLDER [episodes=10 video=true checkpoint=best KEY=VALUE ...]
        rlrun export RUN format=onnx|torchscript [checkpoint=best]
+       rlrun reproduce RUN [KEY=VALUE ...]   the same run again; what differs
        python -m rlrun ...              the same as rlrun
 
 Pick configs and override keys on the command line; rlrun assembles a TorchRL Trainer and runs
@@ -103,6 +111,7 @@ def main() -> None:
     """Entry point of the console script (and ``python -m rlrun``): a subcommand
     (``report``, ``eval``, ``export``), ``rlrun --help`` or a Hydra run."""
     args = sys.argv[1:]
+    os.environ[COMMAND_ENV] = shlex.join(["rlrun", *args])  # as typed, for its jobs' records too
     if args and args[0] in SUBCOMMANDS:  # a module each, imported only when used
         command = importlib.import_module(SUBCOMMANDS[args[0]]).main
         try:

@@ -96,6 +96,7 @@ from rlrun.learners import (
 )
 from rlrun.loggers import make_logger
 from rlrun.policies import build_policy
+from rlrun.provenance import record_environment
 from rlrun.pruning import is_pruned, register_pruning
 from rlrun.ray_runtime import cpus_reserved, ray_session, uses_ray
 from rlrun.resume import (
@@ -405,6 +406,7 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
     started = ExitStack()  # collector and loggers, stopped however the job ends
     try:
         validate(cfg)  # again, for the jobs an Optuna search composes (the CLI checked the rest)
+        record_environment(run_dir, cfg)  # versions, host, command: rlrun/provenance.py
         trainer = build_trainer(cfg, run_dir, stats, started)
         if cfg.checkpoint.backend == "torchsnapshot":
             saver = SnapshotSaver(cfg, run_dir)
