@@ -143,7 +143,7 @@ def main() -> None:
     except ConfigError as err:
         print(f"rlrun: error: {err}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt as err:  # e.g. rlrun.run.SweepStopped: its job saved a checkpoint
+    except KeyboardInterrupt as err:  # a sweep's SweepStopped (job_process.py): checkpoint saved
         why = f" by {err}; the sweep's later jobs did not start" if str(err) else ""
         print(f"rlrun: stopped{why}.", file=sys.stderr)
         sys.exit(130)

@@ -110,7 +110,6 @@ from rlrun.updates import UpdateStep, make_optimizer
 from rlrun.validation import validate
 
 log = logging.getLogger(__name__)
-IN_PROCESS_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 REQUEUE_WAIT_S = 120.0  # about an NFSv4 lease (90 s) and then some
 
 
@@ -449,21 +448,9 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
                 raise
         print_summary(run_dir, stats, frames, status)
     requeue_if_preempted(signals)  # preempted submitit job: submitit requeues it (resume.py)
-    if signals and runs_sweep_in_process():
-        raise SweepStopped(signals[0])  # Ctrl-C stops the sweep, not only its current job
     return stats.return_last
-
-
-class SweepStopped(KeyboardInterrupt):
-    """A signal stopped a job of a sweep that runs its jobs in this process: the jobs after it
-    are not started (the console script says so; ``resume=<sweep>`` runs them)."""
 
 
 def runs_in_sweep() -> bool:
     """A job of a multirun (``resume=`` continues its sweep, not the job alone)."""
     return HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def runs_sweep_in_process() -> bool:
-    """A multirun whose jobs run one after the other in this process (Hydra's basic launcher)."""
-    return runs_in_sweep() and HydraConfig.get().launcher._target_ == IN_PROCESS_LAUNCHER

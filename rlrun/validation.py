@@ -48,7 +48,11 @@ EXTRAS = {
     "hydra_plugins.hydra_ray_launcher": "ray",
 }
 # rlrun's wrappers of a Hydra plugin: the plugin module each imports when it launches
-WRAPPED_PLUGINS = {"hydra_plugins.rlrun_sweepers.ray_launcher": "hydra_plugins.hydra_ray_launcher"}
+WRAPPED_PLUGINS = {
+    "hydra_plugins.rlrun_sweepers.ray_launcher": "hydra_plugins.hydra_ray_launcher",
+    "hydra_plugins.rlrun_sweepers.joblib_launcher": "hydra_plugins.hydra_joblib_launcher",
+    "hydra_plugins.rlrun_sweepers.submitit_launcher": "hydra_plugins.hydra_submitit_launcher",
+}
 SEQUENCE_ALGORITHMS = ("ppo",)  # those that train recurrent policies on whole sequences
 RECURRENT_KINDS = ("lstm", "gru")
 

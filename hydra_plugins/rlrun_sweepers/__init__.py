@@ -2,6 +2,9 @@
 
 ``rlrun_basic``: Hydra's basic sweeper that runs every job and then lists all failures.
 ``rlrun_optuna``: hyperparameter search on optuna's ask/tell API (``hparams_search=ppo_optuna``).
+Launchers (rlrun/conf/hydra/launcher/): Hydra's basic, joblib and submitit launchers, each job in
+a process of its own (job_process.py), and Hydra's Ray launcher (ray_launcher.py); with each, a
+job killed by a signal is one failed job (failures.py).
 """
 
 import warnings

@@ -5,8 +5,10 @@ its sweeps behave like those of rlrun's other launchers:
 - Each job runs in the folder rlrun was started in. (A cluster's workers otherwise run in the
   folder of its ``ray start``, and relative paths, ``outputs/`` first, land there.)
 - A job that Ray could not run to its end (its process killed, out of memory) is a failed job:
-  rlrun's sweeper lists it with the others at the end, and the other jobs run to their end.
-  (The plugin's ``ray.get`` raises at the first: a traceback, and exiting stops the others.)
+  its ``summary.json`` says so (``failed``, with Ray's error and a hint: Ray does not say which
+  signal killed it), rlrun's sweeper lists it with the others at the end, and the other jobs run
+  to their end. (The plugin's ``ray.get`` raises at the first: a traceback, and exiting stops
+  the others.)
 - Ctrl-C or SIGTERM stops the running jobs as they stop a run: after the batch, with a
   checkpoint and an ``interrupted`` summary (``ray.cancel`` calls the SIGINT handler of the
   job's main thread, ``rlrun.run.stop_on_signals``); jobs not started yet never start. Then
@@ -26,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
+from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+from hydra_plugins.rlrun_sweepers.failures import ended_without_result, failed_return
 
 log = logging.getLogger(__name__)
 
@@ -114,16 +118,9 @@ def _result(ref: Any, cfg: DictConfig) -> JobReturn:
 
     try:
         return ray.get(ref)
-    except ray.exceptions.RayError as err:  # its worker died, or it was cancelled
-        with open_dict(cfg):  # where rlrun's sweeper says the job was
-            cfg.hydra.runtime.output_dir = str(
-                Path(cfg.hydra.sweep.dir, str(cfg.hydra.sweep.subdir)).absolute()
-            )
-        ret = JobReturn(
-            overrides=list(cfg.hydra.overrides.task), hydra_cfg=cfg, status=JobStatus.FAILED
-        )
-        ret.return_value = err
-        return ret
+    except ray.exceptions.RayError as err:  # its worker died (Ray does not say of which signal)
+        first = (str(err).splitlines() or [""])[0]  # (Ray's advice goes on for lines)
+        return failed_return(cfg, ended_without_result(f"{type(err).__name__}: {first}"))
 
 
 STOP_WAIT_S = 60  # then Ray's exit stops what is left (a terminal's Ctrl-C may reach its daemons)
