@@ -34,8 +34,9 @@ import os
 import pickle
 import re
 import shutil
+import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -366,6 +367,40 @@ def disk_full(err: BaseException, run_dir: Path, backend: str, resume: Path) -> 
     return RunError(
         f"no space left in {run_dir} ({size_text(free_bytes(run_dir))} free) while writing "
         f"{written(err, run_dir)}; {newest}. Free some space, then {todo}."
+    )
+
+
+READ_ATTEMPTS = 5  # a training run may rotate the chosen checkpoint away this many times
+
+
+@contextmanager
+def held_for_reading(choose: Callable[[], Path], backend: str) -> Iterator[tuple[Path, Path]]:
+    """The checkpoint ``choose()`` picks, held while a reader (``rlrun eval``, ``export``,
+    ``rlrun.load``) loads it, though its run may still be training and rotate it away: its files
+    hard-linked into a hidden folder beside it (no copy, and hidden folders are never rotated),
+    their checksums verified there. Yields the checkpoint and its held copy; picks again when the
+    checkpoint went before it was held. The reader never takes the run's lock."""
+    for _ in range(READ_ATTEMPTS):
+        path = choose()
+        reader = Path(tempfile.mkdtemp(prefix=".read-", dir=path.parent))
+        held = reader / path.name  # what errors name: the checkpoint's own name
+        try:
+            for file in sorted(path.rglob("*")):
+                if file.is_file():
+                    (held / file.relative_to(path)).parent.mkdir(parents=True, exist_ok=True)
+                    os.link(file, held / file.relative_to(path))
+            intact = damage(held, backend) is None
+        except FileNotFoundError:  # rotated away while linked
+            intact = False
+        try:
+            if intact:
+                yield path, held
+                return
+        finally:
+            shutil.rmtree(reader, ignore_errors=True)
+    raise RunError(
+        f"{path.parent}: each newest checkpoint was replaced before it could be read "
+        f"({READ_ATTEMPTS} times); try again, or name one with checkpoint=best."
     )
 
 

@@ -13,6 +13,7 @@ by ``rlrun/devices.py``, so a run trained with ``device=cuda`` loads with ``devi
 
 from __future__ import annotations
 
+import functools
 import pickle
 import re
 import warnings
@@ -193,6 +194,7 @@ def rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
 
 
 def _rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
+    from rlrun.checkpoints import held_for_reading
     from rlrun.devices import on_device, placement
     from rlrun.envs import make_env
     from rlrun.policies import build_policy
@@ -201,20 +203,23 @@ def _rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
 
     where = placement(cfg)  # the one device rule (rlrun/devices.py)
     check_env(cfg)  # the env exists and fits the algorithm; eval.video against its render modes
-    path = choose_checkpoint(run_dir, cfg.checkpoint.backend, checkpoint)
-    train_env = make_env(cfg.env, num_envs=1)  # the training env's transforms, for their state
-    try:
-        action_spec = train_env.full_action_spec["action"]
-        ac = build_policy(cfg.policy, train_env.observation_spec, action_spec, where.eval_policy)
-        load_weights(ac.actor, train_env, path, cfg.checkpoint.backend, where.eval_policy)
-    finally:
-        train_env.close()
+    backend = cfg.checkpoint.backend
+    # held as it is read: the run may be training still, and rotating its checkpoints
+    choose = functools.partial(choose_checkpoint, run_dir, backend, checkpoint)
+    with held_for_reading(choose, backend) as (path, held):
+        train_env = make_env(cfg.env, num_envs=1)  # the training env's transforms, their state
+        try:
+            device, action_spec = where.eval_policy, train_env.full_action_spec["action"]
+            ac = build_policy(cfg.policy, train_env.observation_spec, action_spec, device)
+            load_weights(ac.actor, train_env, held, backend, device)
+            frames = frames_of(held)
+        finally:
+            train_env.close()
     ac.actor.eval()
     policy = on_device(ac.rollout_policy("eval"), where.eval_policy)
     stats = next((t for t in train_env.transform if isinstance(t, VecNormV2)), None)
     make = eval_env_factory(cfg, ac, stats)  # normalised with the checkpoint's statistics
-    device = where.eval_policy
-    return Trained(run_dir, cfg, ac, path, frames_of(path), device, make, policy, stats)
+    return Trained(run_dir, cfg, ac, path, frames, device, make, policy, stats)
 
 
 class FrozenObservationNorm(Transform):
