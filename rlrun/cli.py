@@ -107,6 +107,18 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         sys.exit(2 if isinstance(err, ConfigError) else 1)
 
 
+def with_override(args: list[str], override: str) -> list[str]:
+    """``args`` with ``override`` added to their overrides, which Hydra's parser reads as one
+    block (after ``--config-dir DIR``, a lone override is refused)."""
+    from hydra._internal.utils import get_args_parser
+
+    block = get_args_parser().parse_args(args).overrides
+    for i in range(len(args) - len(block) + 1):
+        if args[i : i + len(block)] == block:
+            return [*args[: i + len(block)], override, *args[i + len(block) :]]
+    return [override, *args]
+
+
 def main() -> None:
     """Entry point of the console script (and ``python -m rlrun``): a subcommand
     (``report``, ``eval``, ``export``), ``rlrun --help`` or a Hydra run."""
@@ -137,7 +149,7 @@ def main() -> None:
             # anew), and this process holds it until it ends; a refusal shows the command as
             # typed, resume= not expanded
             key, folder = pinned
-            sys.argv.append(f"{key}={path_value(folder)}")
+            sys.argv[1:] = with_override(sys.argv[1:], f"{key}={path_value(folder)}")
             hold(folder, "run", command=args)
         _hydra_main()
     except ConfigError as err:

@@ -79,7 +79,7 @@ def environment(cfg: DictConfig) -> dict[str, Any]:
             "cpu": cpu_model(),
             "cpus": os.cpu_count(),
             "gpus": gpus,
-            "cuda": torch.version.cuda if gpus else None,
+            "cuda_version": torch.version.cuda if gpus else None,
         },
     }
 

@@ -100,12 +100,14 @@ def resume_args(args: list[str]) -> list[str]:
     if "-m" in args or "--multirun" in args:
         return args
     run_dir = run_dir_of(path)
-    new_keys = {_override_key(a) for a in new if "=" in a}
+    flags = [a for a in new if not _is_override(a)]  # --config-dir DIR, ...: after the overrides
+    new = [a for a in new if _is_override(a)]
+    new_keys = {_override_key(a) for a in new}
     saved = OmegaConf.load(run_dir / ".hydra" / "overrides.yaml")
     kept = [
         str(a) for a in saved if _override_key(str(a)) not in new_keys | {"resume", "hydra.run.dir"}
     ]
-    return [*kept, *new, f"hydra.run.dir={run_dir}", f"resume={path}"]
+    return [*kept, *new, f"hydra.run.dir={run_dir}", f"resume={path}", *flags]
 
 
 def load_sweep(sweep: Path) -> dict[str, Any]:
