@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from rlrun import statistics
 from rlrun.folder_lock import held_by
 
 # summary.json keys shown per job, in this order (see rlrun.run.write_summary).
@@ -35,7 +36,16 @@ SUMMARY_KEYS = (
     "status",
 )
 SEED_KEYS = ("seed",)
-REPORT_FILES = ("report.md", "jobs.csv", "settings.csv", "returns.png")
+REPORT_FILES = (
+    "report.md",
+    "jobs.csv",
+    "settings.csv",
+    "returns.png",
+    "statistics.csv",
+    "improvement.csv",
+    "sample_efficiency.png",
+    "performance_profile.png",
+)
 
 
 @dataclass
@@ -212,6 +222,44 @@ def plot(settings: list[Setting], metric: str, path: Path) -> bool:
     return drawn
 
 
+def interval(value: float, low: float, high: float) -> str:
+    return f"{value:.4g} [{low:.4g}, {high:.4g}]"
+
+
+def statistics_text(found: statistics.Statistics | None, folder: Path) -> str:
+    """The report's statistics section; ``statistics.csv`` and ``improvement.csv`` written."""
+    if found is None:
+        return "\n## Statistics\n\nNot computed: pip install 'rlrun[report]' (rliable).\n"
+    write_csv(folder / "statistics.csv", found.rows)
+    names = ["iqm", "mean", "median"] + (["optimality_gap"] if found.reference else [])
+    table = [
+        {"setting": r["setting"], "runs": r["runs"]}
+        | {n: interval(r[n], r[f"{n}_low"], r[f"{n}_high"]) for n in names}
+        for r in found.rows
+    ]
+    gap = ""
+    if found.reference:
+        env_id, threshold = found.reference
+        gap = f" Optimality gap: how far below {env_id}'s reward_threshold {threshold:g} runs end."
+    text = (
+        "\n## Statistics\n\nFinal returns per setting: estimate [95% stratified bootstrap "
+        f"interval] (rliable, {statistics.REPS} resamples, seed {statistics.SEED}).{gap}\n\n"
+        f"{markdown(table, list(table[0]))}\n"
+    )
+    if found.improvement:
+        write_csv(folder / "improvement.csv", found.improvement)
+        pairs = [
+            {"comparison": r["comparison"], "P(improvement)": interval(r["probability"], r["low"],
+                                                                       r["high"])}
+            for r in found.improvement
+        ]  # fmt: skip
+        text += (
+            "\nProbability that a run of the first setting ends above one of the second:\n\n"
+            f"{markdown(pairs, list(pairs[0]))}\n"
+        )
+    return text + "".join(f"\n![{p[:-4]}]({p})\n" for p in found.plots)
+
+
 def report(folder: Path, metric: str = "train/episode_return") -> str:
     """Write the report files into ``folder`` and return the Markdown text."""
     jobs = find_jobs(folder, metric)
@@ -231,6 +279,11 @@ def report(folder: Path, metric: str = "train/episode_return") -> str:
         text += "\n## Jobs that did not complete\n\n" + "\n".join(lines) + "\n"
     if plot(settings, metric, folder / "returns.png"):
         text += f"\n![{metric}](returns.png)\n"
+    finals = {s.name: [r for j in s.jobs if (r := final_return(j)) is not None] for s in settings}
+    curves = {s.name: [j.curve for j in s.jobs if j.curve is not None and len(j.curve) > 1]
+              for s in settings}  # fmt: skip
+    found = statistics.summarize(finals, curves, [j.path for j in jobs], metric, folder)
+    text += statistics_text(found, folder)
     (folder / "report.md").write_text(text)
     return text
 

@@ -66,6 +66,51 @@ def test_report_of_a_sweep(sweep: Path) -> None:
     assert (sweep / "returns.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_report_intervals_are_rliables(sweep: Path) -> None:
+    """The statistics (rliable's IQM, mean, median and optimality gap with stratified bootstrap
+    intervals; the probability of improvement) against the same computation made here."""
+    import numpy as np
+    from rliable import library as rly
+    from rliable import metrics
+
+    run_rlrun("report", str(sweep), cwd=sweep)
+    jobs = read_csv(sweep / "jobs.csv")
+    scores = {
+        name: np.array([[float(r["train_return_last"])] for r in jobs if r["setting"] == name])
+        for name in ("optim.lr=0.001", "optim.lr=0.0003")
+    }
+
+    def aggregates(x: np.ndarray) -> np.ndarray:
+        return np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x),
+                         metrics.aggregate_median(x),
+                         metrics.aggregate_optimality_gap(x, gamma=475.0)])  # fmt: skip
+
+    def estimates(data: dict, func) -> tuple[dict, dict]:
+        state = np.random.RandomState(0)
+        return rly.get_interval_estimates(data, func, reps=2000, random_state=state)
+
+    points, intervals = estimates(scores, aggregates)
+    rows = {r["setting"]: r for r in read_csv(sweep / "statistics.csv")}
+    for name in scores:
+        for i, key in enumerate(["iqm", "mean", "median", "optimality_gap"]):
+            assert float(rows[name][key]) == pytest.approx(points[name][i]), key
+            assert float(rows[name][f"{key}_low"]) == pytest.approx(intervals[name][0, i]), key
+            assert float(rows[name][f"{key}_high"]) == pytest.approx(intervals[name][1, i]), key
+        assert intervals[name][0, 0] <= points[name][0] <= intervals[name][1, 0]
+
+    fast, slow = scores["optim.lr=0.001"], scores["optim.lr=0.0003"]
+    pair = {"x": (fast, slow)}
+    point, interval = estimates(pair, metrics.probability_of_improvement)
+    (row,) = [r for r in read_csv(sweep / "improvement.csv") if r["comparison"].startswith(
+        "optim.lr=0.001 >")]  # fmt: skip
+    assert float(row["probability"]) == pytest.approx(float(np.ravel(point["x"])[0]))
+    assert float(row["low"]) == pytest.approx(float(np.ravel(interval["x"])[0]))
+    report = (sweep / "report.md").read_text()
+    assert "## Statistics" in report and "CartPole-v1's reward_threshold 475" in report
+    for png in ("sample_efficiency.png", "performance_profile.png"):
+        assert (sweep / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_report_of_a_single_run(sweep: Path) -> None:
     run = sweep / "2"
     run_rlrun("report", str(run), cwd=run)
