@@ -71,6 +71,16 @@ def test_multi_process_collectors_on_cuda(workdir: Path, kind: str, preset: str)
             "collector.num_workers=2")  # fmt: skip
 
 
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_sweep_jobs_forked_by_their_launcher_train_on_cuda(workdir: Path, launcher: str) -> None:
+    """The basic and joblib launchers fork each job from their own process
+    (hydra_plugins/rlrun_sweepers/job_process.py): CUDA must still be uninitialised there (rlrun's
+    checks count devices through NVML), or every job fails in its fork."""
+    run_rlrun("-m", "+experiment=ppo", *TINY, "device=cuda", "seed=0,1",
+              f"hydra/launcher={launcher}", cwd=workdir)  # fmt: skip
+    assert [summary(run)["status"] for run in run_dirs(workdir)] == ["completed"] * 2
+
+
 def test_dqn_workers_build_their_policy_on_cuda(workdir: Path) -> None:
     trained(workdir, *DQN, "device=cuda", "collector=multi_sync", "collector.num_workers=2",
             "collector.policy_factory=${policy._target_}")  # fmt: skip
