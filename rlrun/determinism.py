@@ -20,11 +20,18 @@ from omegaconf import DictConfig
 log = logging.getLogger(__name__)
 
 
-def make_deterministic() -> None:
+def make_deterministic(cfg: DictConfig) -> None:
+    """PyTorch's settings for reproducible runs, and one line naming what still is not."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
+    parts = timing_dependent(cfg)
+    if parts:
+        log.warning(
+            "deterministic=true: runs with the same seed can still differ here, because of "
+            + "; ".join(parts)
+        )
 
 
 def timing_dependent(cfg: DictConfig) -> list[str]:
@@ -37,13 +44,3 @@ def timing_dependent(cfg: DictConfig) -> list[str]:
     if cfg.trainer.learner_backend == "ray":
         found.append("trainer.learner_backend=ray (learners on Ray actors)")
     return found
-
-
-def warn_if_not_reproducible(cfg: DictConfig) -> None:
-    """One line at start when ``deterministic=true`` cannot hold for this run."""
-    parts = timing_dependent(cfg)
-    if cfg.deterministic and parts:
-        log.warning(
-            "deterministic=true: runs with the same seed can still differ here, because of "
-            + "; ".join(parts)
-        )

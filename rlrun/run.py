@@ -70,7 +70,7 @@ from rlrun.collectors import (
     worker_failures,
 )
 from rlrun.copying import check_loss_trains_in_place
-from rlrun.determinism import make_deterministic, warn_if_not_reproducible
+from rlrun.determinism import make_deterministic
 from rlrun.devices import on_device, placement
 from rlrun.disk import out_of_space
 from rlrun.envs import make_env
@@ -195,8 +195,7 @@ def build_trainer(
     torch.set_num_threads(cfg.trainer.num_threads or 1)
     seed_everything(cfg.seed)
     if cfg.deterministic:  # rlrun/determinism.py
-        make_deterministic()
-    warn_if_not_reproducible(cfg)
+        make_deterministic(cfg)
     if uses_ray(cfg):  # started (or joined) here, stopped after everything else (ray_runtime.py)
         started.enter_context(ray_session(cfg.ray, sum(cpus_reserved(cfg))))
 

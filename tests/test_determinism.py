@@ -10,19 +10,13 @@ from conftest import run_rlrun
 from omegaconf import OmegaConf
 
 from rlrun.determinism import timing_dependent
+from rlrun.reproduce import metric_files as metrics
 
 PRESETS = ["ppo", "ppo_lstm", "dqn", "sac"]
-TIMED = ("train/fps.csv", "train/wall_time_s.csv", "train/update_warmup_s.csv")
 SMALL = ["deterministic=true", "trainer.total_frames=256", "collector.frames_per_batch=256",
          "collector.init_random_frames=0", "replay_buffer.batch_size=32",
          "policy.hidden_sizes=[32,32]", "checkpoint.backend=none",
          "trainer.progress_bar=false"]  # fmt: skip
-
-
-def metrics(job: Path) -> dict[str, bytes]:
-    scalars = job / "csv" / "scalars"
-    files = {p.relative_to(scalars).as_posix(): p.read_bytes() for p in scalars.rglob("*.csv")}
-    return {name: data for name, data in files.items() if name not in TIMED}
 
 
 def test_same_seed_same_metrics_other_seed_other_metrics(workdir: Path) -> None:
