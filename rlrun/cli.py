@@ -35,6 +35,7 @@ SUBCOMMANDS = {
     "eval": "rlrun.playback",
     "export": "rlrun.export_command",
     "reproduce": "rlrun.reproduce",
+    "check": "rlrun.check",
 }
 
 HELP = """\
@@ -45,6 +46,7 @@ Usage: rlrun [group=option ...] [key=value ...] [-m] [--cfg job] [--config-dir D
        rlrun eval RUN_OR_SWEEP_FOLDER [episodes=10 video=true checkpoint=best KEY=VALUE ...]
        rlrun export RUN format=onnx|torchscript [checkpoint=best]
        rlrun reproduce RUN [KEY=VALUE ...]   the same run again; what differs
+       rlrun check +experiment=NAME [seeds=3] [KEY=VALUE ...]   the preset against its reference
        python -m rlrun ...              the same as rlrun
 
 Pick configs and override keys on the command line; rlrun assembles a TorchRL Trainer and runs
@@ -63,6 +65,7 @@ Examples:
   rlrun eval outputs/2026-11-22/10-00-00-3f9c2a episodes=50      evaluate the trained policy again
   rlrun eval RUN device=cpu env.id=CartPole-v1 video=true        another device, env or checkpoint
   rlrun export outputs/2026-11-22/10-00-00-3f9c2a format=onnx    policy.onnx + .json specs
+  rlrun check +experiment=sac seeds=3                            exit 1 below the published band
 
 Hydra's own options: rlrun --hydra-help.  Full tracebacks: HYDRA_FULL_ERROR=1.
 """

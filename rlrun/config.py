@@ -43,6 +43,7 @@ LearnerBackend = _choices("LearnerBackend", "local", "ray")
 Sampler = _choices("Sampler", "random", "prioritized", "without_replacement", "slice")
 WandbMode = _choices("WandbMode", "online", "offline", "disabled", "auto")
 CheckpointBackend = _choices("CheckpointBackend", "torch", "torchsnapshot", "none")
+ReferenceMetric = _choices("ReferenceMetric", "eval_return", "train_return")
 
 
 @dataclass(frozen=True)
@@ -304,6 +305,22 @@ class EvalConfig:
 
 
 @dataclass
+class ReferenceConfig:
+    """A published figure an experiment preset should reach (read by ``rlrun/references.py``:
+    ``rlrun report`` and ``rlrun check``). A preset's ``reference:`` block gives every key but
+    ``note``; there is no group default, since a figure belongs to one preset."""
+
+    source: str = MISSING  # who published it: rl-baselines3-zoo benchmark.md, CleanRL, a paper
+    version: str = MISSING  # the source's version or commit
+    env: str = MISSING  # the env (and version) the figure is for, as the source names it
+    frames: int = ranged(1)  # env steps at which it was measured; rlrun check trains this long
+    metric: ReferenceMetric = MISSING  # which summary.json value: <metric>_last
+    value: float = MISSING
+    spread: float = ranged(0)  # the band: below value - spread is "below"
+    note: str | None = None  # how the source's setting differs from the preset's
+
+
+@dataclass
 class RootConfig:
     """The whole run. Group options are merged into these nodes."""
 
@@ -311,6 +328,7 @@ class RootConfig:
     deterministic: bool = MISSING
     device: str = MISSING
     resume: str | None = MISSING
+    reference: ReferenceConfig | None = MISSING
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: Any = MISSING
     algo: Any = MISSING

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from rlrun import statistics
+from rlrun import references, statistics
 from rlrun.folder_lock import held_by
 
 # summary.json keys shown per job, in this order (see rlrun.run.write_summary).
@@ -262,6 +262,14 @@ def statistics_text(found: statistics.Statistics | None, folder: Path) -> str:
 
 def report(folder: Path, metric: str = "train/episode_return") -> str:
     """Write the report files into ``folder`` and return the Markdown text."""
+    return build_report(folder, metric)[0]
+
+
+def build_report(
+    folder: Path, metric: str = "train/episode_return", reference_overrides: Sequence[str] = ()
+) -> tuple[str, list[references.Comparison]]:
+    """Write the report files into ``folder``; the Markdown text and each setting's comparison
+    with its preset's reference (``reference.KEY=VALUE`` overrides applied)."""
     jobs = find_jobs(folder, metric)
     if not jobs:
         raise FileNotFoundError(f"no run folder (with .hydra/config.yaml) under {folder}")
@@ -284,8 +292,10 @@ def report(folder: Path, metric: str = "train/episode_return") -> str:
               for s in settings}  # fmt: skip
     found = statistics.summarize(finals, curves, [j.path for j in jobs], metric, folder)
     text += statistics_text(found, folder)
+    comparisons = references.compare_all(settings, reference_overrides)
+    text += references.section(comparisons)
     (folder / "report.md").write_text(text)
-    return text
+    return text, comparisons
 
 
 def main(argv: Sequence[str]) -> int:

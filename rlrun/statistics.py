@@ -183,6 +183,13 @@ def reward_threshold(run_dirs: list[Path]) -> tuple[str, float] | None:
     return None if threshold is None else (env_id, float(threshold))
 
 
+def available() -> bool:
+    """rliable (the ``report`` extra) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("rliable") is not None
+
+
 @dataclass
 class Statistics:
     """What :func:`summarize` found: rows for ``statistics.csv`` and ``improvement.csv``, the
@@ -204,10 +211,8 @@ def summarize(
     """The statistics of a sweep's settings (``finals``: setting -> each seed's final return;
     ``curves``: setting -> each seed's curve), plots written into ``folder``; None without
     rliable (the ``report`` extra) or without any final return."""
-    import importlib.util
-
     scores = {name: np.array(v, dtype=float)[:, None] for name, v in finals.items() if v}
-    if importlib.util.find_spec("rliable") is None or not scores:
+    if not available() or not scores:
         return None
     reference = reward_threshold(run_dirs)
     rows = interval_table(scores, reference[1] if reference else None)

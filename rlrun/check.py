@@ -1,0 +1,151 @@
+"""``rlrun check``: train a preset at its reference budget over several seeds and gate on its
+published reference (``rlrun/references.py``), so a user or a cluster job can tell a run that
+matches the literature from one that does not.
+
+``rlrun check +experiment=NAME [seeds=3] [KEY=VALUE ...]`` composes the config once (to read
+the preset's ``reference:``), then starts ``rlrun -m ... seed=0,..,N-1
+trainer.total_frames=<reference.frames>`` in a new process: a sweep like any other, so any Hydra
+launcher runs it (``hydra/launcher=joblib``, ``submitit_slurm``, ``ray``) and ``resume=`` of its
+folder continues it. With ``metric: eval_return`` and no evaluation configured, one evaluation
+runs at the end (``eval.every_frames=<frames>``). Then ``rlrun report`` is written into the sweep
+folder and the comparison printed. ``rlrun check FOLDER [reference.KEY=VALUE ...]`` compares runs
+that already finished (no training).
+
+Exit status: 0 within (or above) the band; 1 below it, a failed job, or nothing comparable;
+2 a usage error (no reference, a bad argument).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from rlrun.errors import ConfigError, describe_config_error
+from rlrun.references import BELOW, NOT_COMPARABLE
+from rlrun.run_dirs import shown, split_options
+
+USAGE = """\
+Usage: rlrun check +experiment=NAME [seeds=3] [KEY=VALUE ...]
+       rlrun check RUN_OR_SWEEP_FOLDER [reference.KEY=VALUE ...]
+
+Train the preset at its reference's frames over seeds 0..N-1 (a sweep, through any Hydra
+launcher: hydra/launcher=joblib), then set the IQM of the runs' final values, with its 95%
+interval, beside the preset's published figure. With a folder: compare finished runs.
+Exit status 0: within or above the reference band; 1: below it, a failed job or nothing to
+compare; 2: a usage error.
+"""
+DEFAULT_SEEDS = 3
+OWN_KEYS = ("seed", "trainer.total_frames")  # set by the check itself
+
+
+def presets_with_reference() -> list[str]:
+    """The shipped ``+experiment=`` presets that carry a ``reference:`` block."""
+    from importlib.resources import files
+
+    import yaml
+
+    folder = files("rlrun.conf").joinpath("experiment")
+    found = []
+    for f in folder.iterdir():
+        if f.name.endswith(".yaml") and "reference" in (yaml.safe_load(f.read_text()) or {}):
+            found.append(f.name[:-5])
+    return sorted(found)
+
+
+def compose(overrides: Sequence[str]) -> DictConfig:
+    """What ``rlrun OVERRIDES`` would run, its ``hydra.sweep.dir`` resolved (a fresh one)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from rlrun.config import register_configs
+
+    register_configs()
+    try:
+        with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
+            return hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ConfigError(describe_config_error(err)) from None
+
+
+def sweep_command(cfg: DictConfig, overrides: Sequence[str], seeds: int) -> list[str]:
+    """The ``rlrun -m`` command line that trains the preset at its reference's frames."""
+    ref = cfg.reference
+    extra = [
+        f"seed={','.join(str(s) for s in range(seeds))}",
+        f"trainer.total_frames={ref.frames}",
+        f"hydra.sweep.dir={cfg.hydra.sweep.dir}",
+    ]
+    evaluates = 0 < cfg.eval.every_frames <= ref.frames
+    if ref.metric == "eval_return" and not evaluates:
+        extra.append(f"eval.every_frames={ref.frames}")  # one evaluation, at the end
+    return ["rlrun", "-m", *overrides, *extra]
+
+
+def train(args: Sequence[str]) -> tuple[int, Path]:
+    """Start the check's sweep; its exit status and folder."""
+    options, overrides = split_options(args, ("seeds",), "check")
+    for override in overrides:
+        if override.split("=", 1)[0].lstrip("+~") in OWN_KEYS:
+            raise ConfigError(
+                f"rlrun check sets the seeds and the frames itself ({override}): give "
+                "seeds=N, and reference.frames=N for another budget."
+            )
+    try:
+        seeds = int(options.get("seeds", DEFAULT_SEEDS))
+    except ValueError:
+        seeds = 0
+    if seeds < 1:
+        raise ConfigError(f"seeds={options['seeds']}: give a whole number of seeds, 1 or more.")
+    cfg = compose(overrides)
+    if cfg.get("reference") is None:
+        raise ConfigError(
+            "this config has no reference to check against; pick a preset that has one: "
+            + ", ".join(f"+experiment={p}" for p in presets_with_reference())
+        )
+    command = sweep_command(cfg, overrides, seeds)
+    folder = Path(cfg.hydra.sweep.dir).absolute()
+    print(f"rlrun check: {' '.join(command)}", flush=True)
+    status = subprocess.call([sys.executable, "-m", *command])  # python -m rlrun -m ...
+    return status, folder
+
+
+def main(argv: Sequence[str]) -> int:
+    args = list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0 if args else 2
+    from rlrun.report import build_report
+
+    given: list[str] = []
+    if "=" not in args[0] or Path(args[0]).is_dir():
+        folder, given = Path(args[0]).absolute(), args[1:]
+        bad = [a for a in given if not a.startswith("reference.")]
+        if bad:
+            raise ConfigError(
+                f"rlrun check FOLDER takes reference.KEY=VALUE only, not {' '.join(bad)}."
+            )
+        if not folder.is_dir():
+            raise ConfigError(f"{args[0]} is not a folder; see rlrun check --help.")
+        status = 0
+    else:
+        status, folder = train(args)
+    try:
+        _, comparisons = build_report(folder, reference_overrides=given)
+    except FileNotFoundError as err:
+        print(f"rlrun check: error: {err}", file=sys.stderr)
+        return status or 1
+    if not comparisons:
+        raise ConfigError(f"no run under {shown(folder)} has a reference to compare with.")
+    print(f"\nrlrun check: {shown(folder)} (report.md written there)")
+    for comparison in comparisons:
+        print(comparison.text())
+    verdicts = {c.verdict for c in comparisons}
+    if status or BELOW in verdicts or NOT_COMPARABLE in verdicts:
+        return 1
+    return 0
