@@ -187,11 +187,24 @@ def cpu_placement(**changes):
     return dataclasses.replace(Placement.on_cpu(), **changes)
 
 
+# Run first (``make test`` is ``pytest -n 2 --dist loadgroup``): an xdist group runs on one
+# worker, and the Ray group (about 8 of the suite's worker-minutes, 2026-11-25) or a long test
+# left for the end keeps one worker busy while the other idles
+LONG_FIRST = ("@ray", "@sweeps", "@hooks", "test_offpolicy.py", "test_updates.py",
+              "test_folder_lock.py", "test_loggers.py")  # fmt: skip
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """``@pytest.mark.cuda`` tests run where CUDA is (``pytest -m cuda`` on a GPU machine) and
-    are skipped, saying so, everywhere else."""
+    """Long groups and tests first; ``@pytest.mark.cuda`` tests run where CUDA is (``pytest -m
+    cuda`` on a GPU machine) and are skipped, saying so, everywhere else."""
     import torch
 
+    def rank(item: pytest.Item) -> int:
+        group = next((f"@{m.args[0]}" for m in item.iter_markers("xdist_group")), "")
+        where = (group, item.nodeid.split("::")[0].rsplit("/", 1)[-1])
+        return next((i for i, name in enumerate(LONG_FIRST) if name in where), len(LONG_FIRST))
+
+    items.sort(key=rank)  # stable: collection order within each rank
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

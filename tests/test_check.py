@@ -21,8 +21,8 @@ LINE = re.compile(
 @pytest.mark.xdist_group("check")
 def test_check_passes_then_fails_against_a_tiny_reference(workdir: Path) -> None:
     # through a Hydra launcher other than the basic one
-    proc = run_rlrun("check", "+experiment=ppo", "seeds=2", *TINY_REFERENCE,
-                     "hydra/launcher=joblib", "trainer.progress_bar=false", cwd=workdir)  # fmt: skip
+    args = ["+experiment=ppo", "seeds=2", *TINY_REFERENCE, "hydra/launcher=joblib"]
+    proc = run_rlrun("check", *args, "trainer.progress_bar=false", cwd=workdir)
     (sweep,) = (workdir / "outputs" / "multirun").glob("*/*")
     found = LINE.search(proc.stdout)
     assert found, proc.stdout

@@ -251,27 +251,3 @@ def test_user_factory_gets_primers_and_scopes(workdir: Path) -> None:
     checked = (run / "csv" / "scalars" / "train" / "logprob_error_max.csv").read_text().split()
     assert len(checked) == 2  # one guard per batch, both passed
     assert all(float(line.split(",")[1]) < 1e-5 for line in checked)
-
-
-def late_return(run: Path, batches: int = 3) -> float:
-    """Mean training return over the last ``batches`` logged batches (less noisy than one)."""
-    rows = (run / "csv" / "scalars" / "train" / "episode_return.csv").read_text().split()
-    return sum(float(row.split(",")[1]) for row in rows[-batches:]) / batches
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("recurrent")
-def test_memory_matters_on_masked_cartpole(tmp_path: Path) -> None:
-    """LSTM preset vs MLP preset, same seed and frames. Slow: about 4 CPU-minutes (the LSTM
-    needs some 50k frames to pull away; at 30k both sit near 40). Same runs as the benchmark's
-    seed 1 at ``--frames 61440``."""
-    budget = ["seed=1", "trainer.total_frames=61440", "trainer.progress_bar=false"]
-    budget += ["checkpoint.backend=none", "trainer.num_threads=1"]
-    returns = {}
-    for name, preset in [("lstm", ["+experiment=ppo_lstm"]), ("mlp", ["+experiment=ppo"])]:
-        workdir = tmp_path / name
-        workdir.mkdir()
-        run_rlrun(*preset, "env=cartpole_masked", *budget, cwd=workdir, timeout=1800)
-        (run,) = run_dirs(workdir)
-        returns[name] = late_return(run)
-    assert returns["lstm"] > 1.5 * returns["mlp"], returns
