@@ -36,6 +36,7 @@ SUBCOMMANDS = {
     "export": "rlrun.export_command",
     "reproduce": "rlrun.reproduce",
     "check": "rlrun.check",
+    "record": "rlrun.record",
 }
 
 HELP = """\
@@ -47,6 +48,7 @@ Usage: rlrun [group=option ...] [key=value ...] [-m] [--cfg job] [--config-dir D
        rlrun export RUN format=onnx|torchscript [checkpoint=best]
        rlrun reproduce RUN [KEY=VALUE ...]   the same run again; what differs
        rlrun check +experiment=NAME [seeds=3] [KEY=VALUE ...]   the preset against its reference
+       rlrun record RUN episodes=N [noise=0.2 id=NAME]  a Minari dataset of the trained policy
        python -m rlrun ...              the same as rlrun
 
 Pick configs and override keys on the command line; rlrun assembles a TorchRL Trainer and runs
