@@ -29,7 +29,7 @@ from rlrun.references import BELOW, NOT_COMPARABLE
 from rlrun.run_dirs import shown, split_options
 
 USAGE = """\
-Usage: rlrun check +experiment=NAME [seeds=3] [KEY=VALUE ...]
+Usage: rlrun check +experiment=NAME [seeds=3] [--config-dir DIR] [KEY=VALUE ...]
        rlrun check RUN_OR_SWEEP_FOLDER [reference.KEY=VALUE ...]
 
 Train the preset at its reference's frames over seeds 0..N-1 (a sweep, through any Hydra
@@ -56,8 +56,9 @@ def presets_with_reference() -> list[str]:
     return sorted(found)
 
 
-def compose(overrides: Sequence[str]) -> DictConfig:
-    """What ``rlrun OVERRIDES`` would run, its ``hydra.sweep.dir`` resolved (a fresh one)."""
+def compose(overrides: Sequence[str], config_dir: str | None) -> DictConfig:
+    """What ``rlrun OVERRIDES`` would run, its ``hydra.sweep.dir`` resolved (a fresh one);
+    ``config_dir``: a folder of the user's own presets (``--config-dir``)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from hydra.errors import HydraException
@@ -66,14 +67,17 @@ def compose(overrides: Sequence[str]) -> DictConfig:
     from rlrun.config import register_configs
 
     register_configs()
+    extra = [f"hydra.searchpath=[file://{Path(config_dir).absolute()}]"] if config_dir else []
     try:
         with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
-            return hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
+            return hydra_compose("config", overrides=[*overrides, *extra], return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(describe_config_error(err)) from None
 
 
-def sweep_command(cfg: DictConfig, overrides: Sequence[str], seeds: int) -> list[str]:
+def sweep_command(
+    cfg: DictConfig, overrides: Sequence[str], seeds: int, config_dir: str | None
+) -> list[str]:
     """The ``rlrun -m`` command line that trains the preset at its reference's frames."""
     ref = cfg.reference
     extra = [
@@ -84,11 +88,19 @@ def sweep_command(cfg: DictConfig, overrides: Sequence[str], seeds: int) -> list
     evaluates = 0 < cfg.eval.every_frames <= ref.frames
     if ref.metric == "eval_return" and not evaluates:
         extra.append(f"eval.every_frames={ref.frames}")  # one evaluation, at the end
-    return ["rlrun", "-m", *overrides, *extra]
+    own = ["--config-dir", config_dir] if config_dir else []
+    return ["rlrun", "-m", *own, *overrides, *extra]
 
 
 def train(args: Sequence[str]) -> tuple[int, Path]:
     """Start the check's sweep; its exit status and folder."""
+    args, config_dir = list(args), None
+    if "--config-dir" in args:  # the user's own presets, as rlrun takes them
+        at = args.index("--config-dir")
+        if at + 1 == len(args):
+            raise ConfigError("--config-dir needs a folder: --config-dir DIR.")
+        config_dir = args.pop(at + 1)
+        del args[at]
     options, overrides = split_options(args, ("seeds",), "check")
     for override in overrides:
         if override.split("=", 1)[0].lstrip("+~") in OWN_KEYS:
@@ -102,13 +114,13 @@ def train(args: Sequence[str]) -> tuple[int, Path]:
         seeds = 0
     if seeds < 1:
         raise ConfigError(f"seeds={options['seeds']}: give a whole number of seeds, 1 or more.")
-    cfg = compose(overrides)
+    cfg = compose(overrides, config_dir)
     if cfg.get("reference") is None:
         raise ConfigError(
             "this config has no reference to check against; pick a preset that has one: "
             + ", ".join(f"+experiment={p}" for p in presets_with_reference())
         )
-    command = sweep_command(cfg, overrides, seeds)
+    command = sweep_command(cfg, overrides, seeds, config_dir)
     folder = Path(cfg.hydra.sweep.dir).absolute()
     print(f"rlrun check: {' '.join(command)}", flush=True)
     status = subprocess.call([sys.executable, "-m", *command])  # python -m rlrun -m ...
@@ -123,7 +135,7 @@ def main(argv: Sequence[str]) -> int:
     from rlrun.report import build_report
 
     given: list[str] = []
-    if "=" not in args[0] or Path(args[0]).is_dir():
+    if not args[0].startswith("-") and ("=" not in args[0] or Path(args[0]).is_dir()):
         folder, given = Path(args[0]).absolute(), args[1:]
         bad = [a for a in given if not a.startswith("reference.")]
         if bad:

@@ -128,9 +128,10 @@ def compare(setting: Setting, overrides: Sequence[str] = ()) -> Comparison | Non
         notes.append(f"the reference was changed on the command line: {' '.join(given)}")
     if ref.get("note"):
         notes.append(f"{ref.source}: {ref.note}")
+    seeds = f"{len(values)} seed" + ("s" if len(values) > 1 else "")
     line = (
         f"{env_id} at {frames} frames: {row['iqm']:.4g}, 95% CI [{row['iqm_low']:.4g}, "
-        f"{row['iqm_high']:.4g}] over {len(values)} seeds; {source}: {found}"
+        f"{row['iqm_high']:.4g}] over {seeds}; {source}: {found}"
     )
     return Comparison(name, line, found, notes)
 
