@@ -35,7 +35,7 @@ bench: install
 	$(BIN)/python bench/run_all.py
 
 docs: install  # site/: the pages of docs/, the reference generated from the code; a broken link fails
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) build site *.egg-info

@@ -230,7 +230,8 @@ def plain_rows(raw: Any) -> Iterator[tuple[str, str, str, str]]:
 
 def root_page(missing: list[str]) -> str:
     """The top-level keys of ``config.yaml`` and the groups it composes."""
-    header, comments, raw = *yaml_comments(CONF / "config.yaml"), OmegaConf.load(CONF / "config.yaml")
+    header, comments = yaml_comments(CONF / "config.yaml")
+    raw = OmegaConf.load(CONF / "config.yaml")
     lines = [
         "# Configuration",
         "",
@@ -256,7 +257,8 @@ def root_page(missing: list[str]) -> str:
     lines += ["", "## Groups", "", "| group | default option |", "|---|---|"]
     for entry in OmegaConf.to_container(raw.defaults):
         for group, option in entry.items() if isinstance(entry, dict) else ():
-            lines.append(f"| [`{group}`](#{group.replace('/', '')}) | `{option}` |")
+            page = "presets.md" if group in PRESET_GROUPS else ""
+            lines.append(f"| [`{group}`]({page}#{group.replace('/', '')}) | {shown(option)} |")
     return "\n".join(lines) + "\n"
 
 
