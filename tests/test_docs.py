@@ -33,13 +33,23 @@ QUIET_MKDOCS = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
 OFFLINE = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 # what a training command gets last: two batches of the PPO presets (a report needs two points)
 BUDGET = ["trainer.total_frames=1024", "trainer.progress_bar=false"]
+EVAL_BUDGET = "max_steps=50"  # what `rlrun eval` gets: short episodes (MuJoCo's run 1000 steps)
 DIRECTIVE = re.compile(r"<!--\s*docs-test:\s*(?P<kind>skip|cuda)\s*(?P<why>.*?)\s*-->")
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)")
 STAMP = r"\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d-[0-9a-f]{6}"  # a run folder's date/time-tag
 RUN_PATH = re.compile(rf"(?<![\w/])(?:outputs/{STAMP}|RUN)\b")
 SWEEP_PATH = re.compile(rf"(?<![\w/])(?:outputs/multirun/{STAMP}|SWEEP)\b")
-# pages that share runs (the tutorial path): one worker runs them in order, the rest alternate
-GROUPS = {"README.md": "docs-start", "getting-started.md": "docs-start", "mujoco.md": "docs-start"}
+# the tutorial's pages share runs (a command typed again is not run again): one worker runs
+# them in order; the other pages go to the other worker, with the site's build
+TUTORIAL = (
+    "README.md",
+    "index.md",
+    "getting-started.md",
+    "mujoco.md",
+    "errors.md",
+    "batch.md",
+    "recurrent.md",
+)
 
 
 @dataclass(frozen=True)
@@ -101,11 +111,14 @@ def commands(page: Path) -> list[Command]:
 
 def budgeted(tokens: list[str]) -> list[str]:
     """A training ``rlrun`` command with :data:`BUDGET` after its last override (Hydra takes
-    overrides as one block, so not after ``--cfg`` or ``--config-dir``)."""
+    overrides as one block, so not after ``--cfg`` or ``--config-dir``); ``rlrun eval`` with
+    :data:`EVAL_BUDGET` unless it sets ``max_steps``."""
     if "rlrun" not in tokens:
         return tokens
     at = tokens.index("rlrun")  # also python -m rlrun
     rest = tokens[at + 1 :]
+    if rest[:1] == ["eval"] and not any(t.startswith("max_steps=") for t in rest):
+        return [*tokens, EVAL_BUDGET]
     if not rest or rest[0] in SUBCOMMANDS or rest[0] in ("--help", "-h", "--hydra-help"):
         return tokens
     overrides = [i for i, t in enumerate(rest) if "=" in t and not t.startswith("-")]
@@ -131,12 +144,12 @@ class Reader:
     def type(self, command: Command, budget: bool = True) -> subprocess.CompletedProcess:
         """Run ``command`` as the page shows it, its placeholders filled in (with
         :data:`BUDGET` if ``budget`` and it trains)."""
-        text = command.text
+        line = shlex.join(shlex.split(command.text, comments=True))
         for pattern, folder in ((SWEEP_PATH, self.sweep), (RUN_PATH, self.run)):
-            if pattern.search(text):
+            if pattern.search(line):
                 assert folder is not None, f"{command}: the page made no such folder before"
-                text = pattern.sub(str(folder.relative_to(self.cwd)), text)
-        tokens = shlex.split(text, comments=True)
+                line = pattern.sub(str(folder.relative_to(self.cwd)), line)
+        tokens = shlex.split(line)
         line = shlex.join(budgeted(tokens) if budget else tokens)
         if line in self.done:
             done, self.run, self.sweep = self.done[line]
@@ -158,9 +171,8 @@ READERS: dict[str, Reader] = {}
 
 
 def group_of(page: Path) -> str:
-    """The xdist group of a page: the tutorial's pages together, the others alternating."""
-    others = [p for p in PAGES if p.name not in GROUPS]
-    return GROUPS.get(page.name) or ("docs-a", "docs-b")[others.index(page) % 2]
+    """The xdist group of a page: :data:`TUTORIAL` or the others."""
+    return "docs-tutorial" if page.name in TUTORIAL else "docs-guides"
 
 
 def page_params() -> list:
@@ -208,13 +220,14 @@ def not_run() -> list:
 
 
 @pytest.mark.parametrize("command", not_run())
-def test_commands_not_run_here(command: Command) -> None:
-    """Listed in the summary: a command shown but not run here, and why (a cuda one runs
-    where CUDA is)."""
+def test_commands_not_run_here(command: Command, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Listed in the summary: a command shown but not run here, and why; a ``cuda`` one runs
+    where CUDA is (``pytest -m cuda``), in order with the others of its page."""
     if command.skip:
         pytest.skip(f"{command}: {command.skip}")
-    done = Reader(Path.cwd()).type(command)  # on a GPU machine: run it (no placeholders there)
-    assert done.returncode == 0, done.stderr
+    reader = READERS.setdefault("cuda", Reader(tmp_path_factory.mktemp("cuda")))
+    done = reader.type(command)
+    assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stderr}"
 
 
 def test_every_block_says_its_language() -> None:
@@ -238,7 +251,7 @@ def test_every_config_key_has_a_comment() -> None:
     assert "`env.id`" in pages["reference/config.md"]
 
 
-@pytest.mark.xdist_group("docs-a")
+@pytest.mark.xdist_group("docs-guides")
 def test_site_builds_strict(tmp_path: Path) -> None:
     """``make docs``: a broken link, a page missing from the nav or an undocumented key fails."""
     done = subprocess.run(
