@@ -4,9 +4,9 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := dev,launchers,optuna,report,video,torchsnapshot,mlflow,mujoco,export,atari,envpool,ray,offline
+EXTRAS := dev,launchers,optuna,report,video,torchsnapshot,mlflow,mujoco,export,atari,envpool,ray,offline,docs
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test lint format bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,5 +34,8 @@ format: install
 bench: install
 	$(BIN)/python bench/run_all.py
 
+docs: install  # site/: the pages of docs/, the reference generated from the code; a broken link fails
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -322,7 +322,7 @@ class TrainedPolicy(nn.Module):
     ``policy(td)``: a TensorDict from ``policy.make_env()`` (or any with the same keys) gets
     its ``action`` written, as during evaluation (recurrent state in the TensorDict).
     ``policy(observation)``: a batch of raw observations ``[batch, *obs_shape]`` on ``device``
-    gives a batch of actions (:class:`TensorPolicy`; a recurrent policy takes and returns its
+    gives a batch of actions (``TensorPolicy``; a recurrent policy takes and returns its
     state). ``config``, ``checkpoint`` and ``frames`` say what was loaded.
     """
 
