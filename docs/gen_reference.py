@@ -228,6 +228,32 @@ def plain_rows(raw: Any) -> Iterator[tuple[str, str, str, str]]:
             yield key, "", "", ""
 
 
+FIELD_COMMENT = re.compile(r"^    (?P<key>\w+): [^#]*#\s*(?P<comment>.*)$")
+
+
+def schema_comments(schema: type) -> dict[str, str]:
+    """A dataclass's fields' trailing comments in ``rlrun/config.py``: the only place where a
+    block that no ``_base.yaml`` holds (a preset's ``reference:``) documents its keys."""
+    import inspect
+
+    found = (FIELD_COMMENT.match(line) for line in inspect.getsource(schema).splitlines())
+    return {m["key"]: m["comment"] for m in found if m}
+
+
+def block_section(name: str, schema: type, missing: list[str]) -> list[str]:
+    """The keys of a top-level block typed by ``schema`` (no group, no YAML defaults)."""
+    comments = schema_comments(schema)
+    lines = ["", f"## `{name}`", "", cell(schema.__doc__ and " ".join(schema.__doc__.split())), ""]
+    lines += ["| key | type | allowed | what it does |", "|---|---|---|---|"]
+    for key, kind, limits, choices in schema_rows(schema, f"{name}."):
+        short = key.rsplit(".", 1)[1]
+        if short not in comments:
+            missing.append(key)
+        allowed = ", ".join(x for x in (limits, choices) if x)
+        lines.append(f"| `{key}` | {cell(kind)} | {allowed} | {cell(comments.get(short))} |")
+    return lines
+
+
 def root_page(missing: list[str]) -> str:
     """The top-level keys of ``config.yaml`` and the groups it composes."""
     header, comments = yaml_comments(CONF / "config.yaml")
@@ -254,6 +280,11 @@ def root_page(missing: list[str]) -> str:
             missing.append(field.name)
         row = [f"`{field.name}`", shown(value_at(raw, field.name)), cell(kind), choices]
         lines.append("| " + " | ".join([*row, cell(comments.get(field.name))]) + " |")
+    hints = typing.get_type_hints(RootConfig)
+    for field in dataclasses.fields(RootConfig):
+        inner = [a for a in typing.get_args(hints[field.name]) if dataclasses.is_dataclass(a)]
+        if field.name in raw and inner:
+            lines += block_section(field.name, inner[0], missing)
     lines += ["", "## Groups", "", "| group | default option |", "|---|---|"]
     for entry in OmegaConf.to_container(raw.defaults):
         for group, option in entry.items() if isinstance(entry, dict) else ():

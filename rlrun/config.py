@@ -315,7 +315,7 @@ class ReferenceConfig:
     env: str = MISSING  # the env (and version) the figure is for, as the source names it
     frames: int = ranged(1)  # env steps at which it was measured; rlrun check trains this long
     metric: ReferenceMetric = MISSING  # which summary.json value: <metric>_last
-    value: float = MISSING
+    value: float = MISSING  # the published figure
     spread: float = ranged(0)  # the band: below value - spread is "below"
     note: str | None = None  # how the source's setting differs from the preset's
 

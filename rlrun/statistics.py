@@ -103,6 +103,8 @@ def iqm_curves(curves: Mapping[str, list[np.ndarray]]) -> dict[str, tuple]:
 
     found = {}
     for setting, runs in curves.items():
+        if not runs:  # no seed of this setting logged two points yet
+            continue
         end = min(c[-1, 0] for c in runs)
         start = max(c[0, 0] for c in runs)
         if end <= start:
