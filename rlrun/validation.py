@@ -330,7 +330,19 @@ def check_collector(cfg: DictConfig, env: DictConfig) -> None:
         )
 
 
-ACTION_SPACES = {"dqn": ("Discrete",), "sac": ("Box",), "td3": ("Box",), "ppo": ("Discrete", "Box")}
+ACTION_SPACES = {
+    "ppo": ("Discrete", "Box"),
+    "a2c": ("Discrete", "Box"),
+    "dqn": ("Discrete",),
+    "c51": ("Discrete",),
+    "discrete_sac": ("Discrete",),
+    "sac": ("Box",),
+    "redq": ("Box",),
+    "tqc": ("Box",),
+    "crossq": ("Box",),
+    "ddpg": ("Box",),
+    "td3": ("Box",),
+}
 
 
 def import_env_modules(modules: Sequence[str]) -> None:

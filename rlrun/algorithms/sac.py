@@ -23,8 +23,13 @@ def make_sac(
         num_qvalue_nets=cfg.num_qvalue_nets,
         loss_function=cfg.loss_function,
         alpha_init=cfg.alpha_init,
-        # -|A|, from the last dim only: the spec carries the env batch dims too.
-        target_entropy=-float(ac.actor.spec["action"].shape[-1]),
+        target_entropy=target_entropy(ac),
         delay_qvalue=True,
     )
     return off_policy(cfg, loss, frames_per_batch)
+
+
+def target_entropy(ac: ActorCritic) -> float:
+    """SAC's target entropy -|A| (and its kin's: REDQ, TQC, CrossQ), from the action spec's
+    last dim only: the spec carries the env batch dims too."""
+    return -float(ac.actor.spec["action"].shape[-1])

@@ -1,0 +1,35 @@
+"""REDQ (``algo=redq``; Chen et al. 2021): TorchRL's ``REDQLoss``, SAC with an ensemble of
+``algo.num_qvalue_nets`` Q networks whose target takes the minimum over a random subset of
+``algo.sub_sample_len``, trained with a high update-to-data ratio (``algo.utd_ratio``)."""
+
+from __future__ import annotations
+
+import torch
+from omegaconf import DictConfig
+from torchrl.objectives import REDQLoss
+
+from rlrun.algorithms.base import Algorithm
+from rlrun.algorithms.offpolicy import off_policy, require_qvalue
+from rlrun.algorithms.sac import target_entropy
+from rlrun.policies import ActorCritic
+
+
+def make_redq(
+    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
+) -> Algorithm:
+    """REDQ on SAC's networks (``ac.actor``, ``ac.qvalue``, copied into the ensemble)."""
+    require_qvalue(ac, "redq", "make_sac_networks", "redq")
+    loss = REDQLoss(
+        ac.actor,
+        ac.qvalue,
+        num_qvalue_nets=cfg.num_qvalue_nets,
+        sub_sample_len=cfg.sub_sample_len,
+        loss_function=cfg.loss_function,
+        alpha_init=cfg.alpha_init,
+        # TorchRL clamps alpha to [0.1, 10] by default; the paper's temperature is free
+        min_alpha=1e-8,
+        max_alpha=1e8,
+        target_entropy=target_entropy(ac),
+        delay_qvalue=True,
+    )
+    return off_policy(cfg, loss, frames_per_batch)
