@@ -514,7 +514,10 @@ def check_command_line(args: list[str]) -> tuple[str, Path] | None:
     if parsed.config_dir:
         extra = [f"hydra.searchpath=[file://{Path(parsed.config_dir).absolute()}]"]
     jobs = [overrides]
-    if parsed.multirun:
+    resuming = f"hydra/sweeper={RESUME_SWEEPER}" in overrides
+    if parsed.multirun and resuming:
+        jobs = resumed_jobs(overrides)
+    elif parsed.multirun:
         try:
             jobs = BasicSweeper.split_arguments(
                 OverridesParser.create().parse_overrides(overrides), None
@@ -542,6 +545,24 @@ def check_command_line(args: list[str]) -> tuple[str, Path] | None:
                     raise
                 raise ConfigError(f"in the sweep's job {' '.join(job)}: {err}") from None
     return key, folder
+
+
+def resumed_jobs(overrides: list[str]) -> list[list[str]]:
+    """The command lines ``rlrun resume=<sweep>`` will run: each unfinished job's own (its saved
+    overrides and the new ones; ``rlrun/resume.py``). Its fixed overrides alone are not a job:
+    a sweep over presets (``+experiment=a2c,ddpg``) may be valid only with its swept keys. With
+    nothing left to run, the fixed overrides, for the folder checks."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from rlrun.resume import plan_sweep_resume
+
+    sweep_dir = next(
+        o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("hydra.sweep.dir=")
+    )
+    task = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    plans = plan_sweep_resume(Path(sweep_dir), task, OverridesParser.create())
+    keep = [o for o in overrides if o not in task]  # the sweep's hydra overrides
+    return [[*keep, *plan.overrides] for plan in plans] or [overrides]
 
 
 # trainer.learner_backend=ray (rlrun/learners.py): the stages TorchRL 0.14.1 still runs on the

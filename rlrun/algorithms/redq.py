@@ -32,4 +32,7 @@ def make_redq(
         target_entropy=target_entropy(ac),
         delay_qvalue=True,
     )
+    # TorchRL registers the target-entropy buffer at the first loss call: a fresh loss (resume=)
+    # then refuses a checkpoint that has it ("Unexpected key(s) in state_dict")
+    loss.target_entropy  # noqa: B018
     return off_policy(cfg, loss, frames_per_batch)
