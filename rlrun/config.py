@@ -240,12 +240,18 @@ class C51Config(EpsilonGreedyConfig):
 
 
 @dataclass
-class SACConfig(TargetNetConfig):
+class MaxEntropyConfig(OffPolicyConfig):
+    """SAC and its kin: a learned entropy temperature and several critics."""
+
+    alpha_init: float = ranged(**POSITIVE)
+    num_qvalue_nets: int = ranged(1)
+
+
+@dataclass
+class SACConfig(TargetNetConfig, MaxEntropyConfig):
     """SAC (read by ``rlrun/algorithms/sac.py``)."""
 
     loss_function: RegressionLoss = MISSING
-    alpha_init: float = ranged(**POSITIVE)
-    num_qvalue_nets: int = ranged(1)
 
 
 @dataclass
@@ -263,21 +269,17 @@ class REDQConfig(SACConfig):
 
 
 @dataclass
-class TQCConfig(TargetNetConfig):
+class TQCConfig(TargetNetConfig, MaxEntropyConfig):
     """TQC (read by ``rlrun/algorithms/tqc.py``); its quantiles: ``policy.n_quantiles``."""
 
-    alpha_init: float = ranged(**POSITIVE)
-    num_qvalue_nets: int = ranged(1)
     top_quantiles_to_drop_per_net: int = ranged(0)
 
 
 @dataclass
-class CrossQConfig(OffPolicyConfig):
+class CrossQConfig(MaxEntropyConfig):
     """CrossQ (read by ``rlrun/algorithms/crossq.py``): no target networks."""
 
     loss_function: RegressionLoss = MISSING
-    alpha_init: float = ranged(**POSITIVE)
-    num_qvalue_nets: int = ranged(1)
 
 
 @dataclass

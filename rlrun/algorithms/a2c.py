@@ -8,8 +8,7 @@ from omegaconf import DictConfig
 from torchrl.objectives import A2CLoss
 
 from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.onpolicy import OnPolicyBatches, make_gae
-from rlrun.errors import ConfigError
+from rlrun.algorithms.onpolicy import OnPolicyBatches, make_gae, require_critic
 from rlrun.policies import ActorCritic
 
 
@@ -22,8 +21,7 @@ def make_a2c(
 ) -> Algorithm:
     """A2C on the actor and critic of ``ac``: the batch is the minibatch, used once. A2C has no
     importance ratio, so a stale batch (async collector) is not checked, only learned from."""
-    if ac.critic is None:
-        raise ConfigError("algo=a2c needs a critic: the policy factory returned critic=None.")
+    require_critic(ac, "a2c")
     loss = A2CLoss(
         ac.actor,
         ac.critic,

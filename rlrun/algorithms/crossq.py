@@ -10,7 +10,7 @@ from torchrl.objectives import CrossQLoss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import off_policy, require_qvalue
-from rlrun.algorithms.sac import target_entropy
+from rlrun.algorithms.sac import max_entropy
 from rlrun.policies import ActorCritic
 
 
@@ -23,9 +23,7 @@ def make_crossq(
     loss = CrossQLoss(
         ac.actor,
         ac.qvalue,
-        num_qvalue_nets=cfg.num_qvalue_nets,
         loss_function=cfg.loss_function,
-        alpha_init=cfg.alpha_init,
-        target_entropy=target_entropy(ac),
+        **max_entropy(cfg, ac),
     )
     return off_policy(cfg, loss, frames_per_batch, target_networks=False)

@@ -146,6 +146,12 @@ class OnPolicyBatches(TrainerHookBase):
         trainer.register_op("pre_steps_log", self.log)
 
 
+def require_critic(ac: ActorCritic, algo: str) -> None:
+    """PPO and A2C train ``ac.critic``: a policy factory without one is a user's mistake."""
+    if ac.critic is None:
+        raise ConfigError(f"algo={algo} needs a critic: the policy factory returned critic=None.")
+
+
 def make_gae(cfg: DictConfig, ac: ActorCritic, loss: LossModule) -> GAE:
     """GAE with ``algo.gamma`` and ``algo.gae_lambda`` on ``ac.critic``, writing the keys
     ``loss`` reads (``advantage``, ``value_target``)."""

@@ -13,7 +13,7 @@ from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.ppo import CompositeDistribution, has_analytic_entropy, sample_and_log_prob
 
 from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.onpolicy import OnPolicyBatches, log_prob_error, make_gae
+from rlrun.algorithms.onpolicy import OnPolicyBatches, log_prob_error, make_gae, require_critic
 from rlrun.devices import capturing
 from rlrun.errors import ConfigError
 from rlrun.policies import ActorCritic
@@ -58,8 +58,7 @@ def make_ppo(
 ) -> Algorithm:
     """Clipped PPO on the actor and critic of ``ac``; ``fresh_batches``: each batch was collected
     with the weights of the previous update (not so for an async collector)."""
-    if ac.critic is None:
-        raise ConfigError("algo=ppo needs a critic: the policy factory returned critic=None.")
+    require_critic(ac, "ppo")
     loss = CapturablePPOLoss(
         ac.actor,
         ac.critic,

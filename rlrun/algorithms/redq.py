@@ -10,7 +10,7 @@ from torchrl.objectives import REDQLoss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import off_policy, require_qvalue
-from rlrun.algorithms.sac import target_entropy
+from rlrun.algorithms.sac import max_entropy
 from rlrun.policies import ActorCritic
 
 
@@ -22,14 +22,12 @@ def make_redq(
     loss = REDQLoss(
         ac.actor,
         ac.qvalue,
-        num_qvalue_nets=cfg.num_qvalue_nets,
         sub_sample_len=cfg.sub_sample_len,
         loss_function=cfg.loss_function,
-        alpha_init=cfg.alpha_init,
         # TorchRL clamps alpha to [0.1, 10] by default; the paper's temperature is free
         min_alpha=1e-8,
         max_alpha=1e8,
-        target_entropy=target_entropy(ac),
+        **max_entropy(cfg, ac),
         delay_qvalue=True,
     )
     # TorchRL registers the target-entropy buffer at the first loss call: a fresh loss (resume=)

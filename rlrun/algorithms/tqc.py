@@ -11,7 +11,7 @@ from torchrl.objectives import TQCLoss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import off_policy, require_qvalue
-from rlrun.algorithms.sac import target_entropy
+from rlrun.algorithms.sac import max_entropy
 from rlrun.policies import ActorCritic
 
 
@@ -23,10 +23,8 @@ def make_tqc(
     loss = TQCLoss(
         ac.actor,
         ac.qvalue,
-        num_qvalue_nets=cfg.num_qvalue_nets,
         top_quantiles_to_drop_per_net=cfg.top_quantiles_to_drop_per_net,
-        alpha_init=cfg.alpha_init,
-        target_entropy=target_entropy(ac),
+        **max_entropy(cfg, ac),
         delay_qvalue=True,
     )
     return off_policy(cfg, loss, frames_per_batch)
