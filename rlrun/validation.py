@@ -576,6 +576,7 @@ DRIVER_STAGES = (
     "shutdown",
 )
 REMOTE_ALGORITHMS = ("dqn", "sac", "td3")
+ON_POLICY_ALGORITHMS = ("ppo", "a2c")
 
 
 def check_learners(cfg: DictConfig) -> None:
@@ -591,10 +592,14 @@ def check_learners(cfg: DictConfig) -> None:
     why = "with trainer.learner_backend=ray"
     algo = cfg.algo.name
     if algo not in REMOTE_ALGORITHMS:
+        reason = (
+            f"algo={algo} trains on each fresh batch"
+            if algo in ON_POLICY_ALGORITHMS
+            else f"algo={algo} is not wired to them yet"
+        )
         raise ConfigError(
             f"algo={algo} cannot train {why}: the Ray learners sample a replay buffer "
-            f"(algo={', '.join(REMOTE_ALGORITHMS)}), algo={algo} trains on each fresh batch; "
-            "use trainer.learner_backend=local."
+            f"(algo={', '.join(REMOTE_ALGORITHMS)}), {reason}; use trainer.learner_backend=local."
         )
     rb = cfg.replay_buffer
     if rb.batch_size % n:

@@ -1,6 +1,6 @@
 """The online algorithms of issue #32 (a2c, ddpg, c51, discrete_sac, redq, tqc, crossq) through
-the real ``rlrun`` console script: every preset trains a few batches and resumes from its
-checkpoints in one sweep, two of them train with worker processes, and the cross-group checks
+the real ``rlrun`` console script: every preset trains a few batches, evaluates and resumes from
+its checkpoints in one sweep, two of them train with worker processes, and the cross-group checks
 refuse what they cannot run. Subprocesses are few on purpose: each costs about 8 s of imports.
 """
 
@@ -34,6 +34,7 @@ TINY = [
     f"checkpoint.every_frames={BATCH}",
     "eval.every_frames=0",
 ]
+EVAL_AT_THE_END = ["eval.every_frames=48", "eval.episodes=2", "eval.max_steps=50"]
 
 
 def losses(job: Path) -> dict[str, list[float]]:
@@ -49,12 +50,13 @@ def test_every_algorithm_trains_and_resumes_from_its_checkpoints(tmp_path: Path)
     sweep = tmp_path / "sweep"
     run_rlrun(
         "-m", *CONFIG_DIR, f"+experiment={presets}", "trainer.total_frames=48", *TINY,
-        f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=600,
+        *EVAL_AT_THE_END, f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=600,
     )  # fmt: skip
     jobs = [sweep / str(n) for n in range(len(ALGORITHMS))]
     for algo, job in zip(ALGORITHMS, jobs, strict=True):
         assert OmegaConf.load(job / ".hydra" / "config.yaml").algo.name == algo
         assert summary(job)["status"] == "completed" and summary(job)["frames"] == 48, algo
+        assert math.isfinite(summary(job)["eval_return_last"]), algo  # the greedy policy ran
         logged = losses(job)
         assert logged and all(math.isfinite(v) for s in logged.values() for v in s), algo
         # A job stopped by a signal after its third batch looks like this: its newest
@@ -116,7 +118,12 @@ REFUSED = {
     "recurrent redq": (["+experiment=redq", "policy=gru"], "algo=redq cannot train a recurrent"),
     "ray learners on-policy": (
         ["+experiment=a2c", "trainer.learner_backend=ray"],
-        "algo=a2c cannot train with trainer.learner_backend=ray",
+        "algo=a2c cannot train with trainer.learner_backend=ray: the Ray learners sample a "
+        "replay buffer (algo=dqn, sac, td3), algo=a2c trains on each fresh batch",
+    ),
+    "ray learners, not wired": (
+        ["+experiment=tqc", "trainer.learner_backend=ray"],
+        "algo=tqc is not wired to them yet; use trainer.learner_backend=local",
     ),
 }
 
