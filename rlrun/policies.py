@@ -29,6 +29,7 @@ from torchrl.modules import (
     MLP,
     BatchRenorm1d,
     DistributionalQValueActor,
+    DistributionalQValueModule,
     GRUModule,
     LSTMModule,
     OneHotCategorical,
@@ -429,8 +430,32 @@ def make_c51_actor(
         support=torch.linspace(v_min, v_max, n_atoms),
         in_keys=["observation"],
         spec=action_spec,
-    ).to(device)
-    return ActorCritic(actor=actor, qvalue=actor)
+    )
+    head = actor.module[-1]  # TorchRL's greedy head, swapped for one that breaks ties
+    actor.module[-1] = GreedyDistributionalHead(
+        action_space=head.action_space,
+        support=head.support,
+        action_value_key=head.action_value_key,
+        out_keys=head.out_keys,
+        spec=head.spec,
+    )
+    return ActorCritic(actor=actor.to(device), qvalue=actor.to(device))
+
+
+class GreedyDistributionalHead(DistributionalQValueModule):
+    """TorchRL's greedy head of a distributional Q-network, with ties broken (first maximal
+    action, as ``argmax``). TorchRL's one-hot marks every action whose expected return equals
+    the maximum, and C51's saturated atoms tie exactly: at 86k frames of +experiment=c51 one
+    action came out with two ones, the env took it, and the loss then failed on that sample
+    ("shape '[128, 101]' is invalid for input of size 13029")."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.action_func_mapping["one_hot"] = self._one_hot  # bound at init: point it here
+
+    def _one_hot(self, value: torch.Tensor, support: torch.Tensor | None = None) -> torch.Tensor:
+        expected = self._support_expected(value, self.support if support is None else support)
+        return nn.functional.one_hot(expected.argmax(-1), expected.shape[-1])
 
 
 def make_discrete_sac_networks(

@@ -162,3 +162,18 @@ def test_an_algorithm_names_the_network_it_needs(algo: str, tmp_path: Path) -> N
     overrides, expected = WRONG_NETWORK[algo]
     with pytest.raises(ConfigError, match=expected), built(tmp_path, *overrides):
         pass
+
+
+def test_c51_acts_on_one_action_when_expected_returns_tie() -> None:
+    """TorchRL's greedy one-hot marks every tied action; C51's loss then failed on such a sample
+    (86k frames into +experiment=c51). Equal distributions for both actions: one action."""
+    from torchrl.envs import GymEnv
+
+    from rlrun.policies import make_c51_actor
+
+    env = GymEnv("CartPole-v1")
+    ac = make_c51_actor(observation_spec=env.observation_spec, action_spec=env.action_spec)
+    for p in ac.actor.parameters():
+        torch.nn.init.zeros_(p)  # every action's distribution uniform: their means tie
+    action = ac.actor(env.reset())["action"]
+    assert action.tolist() == [1, 0]
