@@ -128,6 +128,39 @@ class PolicyConfig:
 
 
 @dataclass
+class C51PolicyConfig(PolicyConfig):
+    """``policy=c51``: a distribution over ``n_atoms`` returns in [v_min, v_max] per action."""
+
+    n_atoms: int = ranged(2)
+    v_min: float = MISSING
+    v_max: float = MISSING
+
+
+@dataclass
+class QuantilePolicyConfig(PolicyConfig):
+    """``policy=tqc``: critics that predict ``n_quantiles`` return quantiles."""
+
+    n_quantiles: int = ranged(1)
+
+
+@dataclass
+class CrossQPolicyConfig(PolicyConfig):
+    """``policy=crossq``: wide critics with batch renormalisation, no target networks."""
+
+    critic_hidden_sizes: list[int] = MISSING
+    batch_norm_momentum: float = ranged(0, 1, low_open=True)
+    batch_norm_warmup_steps: int = ranged(0)
+
+
+POLICY_SCHEMAS = {
+    "policy": PolicyConfig,
+    "c51_policy": C51PolicyConfig,
+    "quantile_policy": QuantilePolicyConfig,
+    "crossq_policy": CrossQPolicyConfig,
+}
+
+
+@dataclass
 class AlgoConfig:
     """Keys of every algorithm: ``name``, ``gamma`` (``rlrun/algorithms/``) and the update
     step's ``max_grad_norm``, ``compile``, ``cudagraphs`` (``rlrun/updates.py``)."""
@@ -140,13 +173,19 @@ class AlgoConfig:
 
 
 @dataclass
-class PPOConfig(AlgoConfig):
-    """Clipped PPO with GAE (read by ``rlrun/algorithms/``)."""
+class OnPolicyConfig(AlgoConfig):
+    """Keys of the algorithms that learn from each fresh batch with GAE advantages."""
 
     gae_lambda: float = ranged(**PROBABILITY)
-    clip_epsilon: float = ranged(**POSITIVE)
     entropy_coef: float = ranged(0)
     critic_coef: float = ranged(0)
+
+
+@dataclass
+class PPOConfig(OnPolicyConfig):
+    """Clipped PPO with GAE (read by ``rlrun/algorithms/ppo.py``)."""
+
+    clip_epsilon: float = ranged(**POSITIVE)
     normalize_advantage: bool = MISSING
     epochs: int = ranged(1)
     minibatch_size: int = ranged(1)
@@ -155,19 +194,30 @@ class PPOConfig(AlgoConfig):
 
 
 @dataclass
+class A2CConfig(OnPolicyConfig):
+    """A2C (read by ``rlrun/algorithms/a2c.py``)."""
+
+    loss_critic_type: RegressionLoss = MISSING
+
+
+@dataclass
 class OffPolicyConfig(AlgoConfig):
     """Keys shared by the replay-buffer algorithms."""
 
-    loss_function: RegressionLoss = MISSING
-    tau: float = ranged(0, 1, low_open=True)
     utd_ratio: float = ranged(**POSITIVE)
 
 
 @dataclass
-class DQNConfig(OffPolicyConfig):
-    """DQN (read by ``rlrun/algorithms/``)."""
+class TargetNetConfig(OffPolicyConfig):
+    """Replay-buffer algorithms with target networks (all but CrossQ)."""
 
-    double_dqn: bool = MISSING
+    tau: float = ranged(0, 1, low_open=True)
+
+
+@dataclass
+class EpsilonGreedyConfig(TargetNetConfig):
+    """Value-based algorithms: epsilon-greedy exploration, hard or soft target updates."""
+
     eps_start: float = ranged(**PROBABILITY)
     eps_end: float = ranged(**PROBABILITY)
     eps_anneal_frames: int = ranged(0)
@@ -176,24 +226,85 @@ class DQNConfig(OffPolicyConfig):
 
 
 @dataclass
-class SACConfig(OffPolicyConfig):
-    """SAC (read by ``rlrun/algorithms/``)."""
+class DQNConfig(EpsilonGreedyConfig):
+    """DQN (read by ``rlrun/algorithms/dqn.py``)."""
+
+    loss_function: RegressionLoss = MISSING
+    double_dqn: bool = MISSING
+
+
+@dataclass
+class C51Config(EpsilonGreedyConfig):
+    """C51, distributional DQN (read by ``rlrun/algorithms/c51.py``); the return support
+    (atoms, bounds) belongs to the network: ``policy=c51``."""
+
+
+@dataclass
+class MaxEntropyConfig(OffPolicyConfig):
+    """SAC and its kin: a learned entropy temperature and several critics."""
 
     alpha_init: float = ranged(**POSITIVE)
     num_qvalue_nets: int = ranged(1)
 
 
 @dataclass
-class TD3Config(OffPolicyConfig):
+class SACConfig(TargetNetConfig, MaxEntropyConfig):
+    """SAC (read by ``rlrun/algorithms/sac.py``)."""
+
+    loss_function: RegressionLoss = MISSING
+
+
+@dataclass
+class DiscreteSACConfig(SACConfig):
+    """SAC for discrete actions (read by ``rlrun/algorithms/discrete_sac.py``)."""
+
+    target_entropy_weight: float = ranged(0, 1, low_open=True)
+
+
+@dataclass
+class REDQConfig(SACConfig):
+    """REDQ (read by ``rlrun/algorithms/redq.py``)."""
+
+    sub_sample_len: int = ranged(1)
+
+
+@dataclass
+class TQCConfig(TargetNetConfig, MaxEntropyConfig):
+    """TQC (read by ``rlrun/algorithms/tqc.py``); its quantiles: ``policy.n_quantiles``."""
+
+    top_quantiles_to_drop_per_net: int = ranged(0)
+
+
+@dataclass
+class CrossQConfig(MaxEntropyConfig):
+    """CrossQ (read by ``rlrun/algorithms/crossq.py``): no target networks."""
+
+    loss_function: RegressionLoss = MISSING
+
+
+@dataclass
+class GaussianNoiseConfig(TargetNetConfig):
+    """Deterministic actors exploring with Gaussian noise (DDPG, TD3)."""
+
+    loss_function: RegressionLoss = MISSING
+    exploration_sigma_start: float = ranged(0)
+    exploration_sigma_end: float = ranged(0)
+    exploration_anneal_frames: int = ranged(1)
+
+
+@dataclass
+class DDPGConfig(GaussianNoiseConfig):
+    """DDPG (read by ``rlrun/algorithms/ddpg.py``)."""
+
+
+@dataclass
+class TD3Config(GaussianNoiseConfig):
     """TD3 (read by ``rlrun/algorithms/td3.py``)."""
 
     num_qvalue_nets: int = ranged(1)
     policy_delay: int = ranged(1)
     policy_noise: float = ranged(0)
     noise_clip: float = ranged(0)
-    exploration_sigma_start: float = ranged(0)
-    exploration_sigma_end: float = ranged(0)
-    exploration_anneal_frames: int = ranged(1)
 
 
 @dataclass
@@ -343,7 +454,19 @@ class RootConfig:
     hooks: dict[str, Any] = field(default_factory=dict)
 
 
-ALGO_SCHEMAS = {"ppo": PPOConfig, "dqn": DQNConfig, "sac": SACConfig, "td3": TD3Config}
+ALGO_SCHEMAS = {
+    "ppo": PPOConfig,
+    "a2c": A2CConfig,
+    "dqn": DQNConfig,
+    "c51": C51Config,
+    "sac": SACConfig,
+    "discrete_sac": DiscreteSACConfig,
+    "redq": REDQConfig,
+    "tqc": TQCConfig,
+    "crossq": CrossQConfig,
+    "ddpg": DDPGConfig,
+    "td3": TD3Config,
+}
 
 
 def run_tag() -> str:
@@ -362,6 +485,7 @@ def register_configs() -> None:
         OmegaConf.register_new_resolver("rlrun_tag", run_tag, use_cache=True)
     cs = ConfigStore.instance()
     cs.store(name="rlrun_root_schema", node=RootConfig)
-    cs.store(group="policy", name="rlrun_policy_schema", node=PolicyConfig)
+    for name, schema in POLICY_SCHEMAS.items():
+        cs.store(group="policy", name=f"rlrun_{name}_schema", node=schema)
     for name, schema in ALGO_SCHEMAS.items():
         cs.store(group="algo", name=f"rlrun_{name}_schema", node=schema)

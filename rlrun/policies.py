@@ -27,6 +27,9 @@ from torchrl.data import Composite, OneHot, TensorSpec
 from torchrl.envs import InitTracker, Transform
 from torchrl.modules import (
     MLP,
+    BatchRenorm1d,
+    DistributionalQValueActor,
+    DistributionalQValueModule,
     GRUModule,
     LSTMModule,
     OneHotCategorical,
@@ -293,35 +296,193 @@ def make_sac_networks(
     **_: object,
 ) -> ActorCritic:
     """SAC's networks: a TanhNormal actor scaled to the action bounds and one Q(s, a) network
-    (``algo=sac`` makes the twin copies)."""
+    (``algo=sac`` makes the twin copies; ``algo=redq`` its ensemble)."""
+    actor = _tanh_normal_actor(observation_spec, action_spec, hidden_sizes, activation, "sac")
+    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation)
+    return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
+
+
+def make_tqc_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    n_quantiles: int = 25,
+    **_: object,
+) -> ActorCritic:
+    """TQC's networks (``policy=tqc``): SAC's actor and a critic that predicts ``n_quantiles``
+    quantiles of Q(s, a) (``algo=tqc`` makes the copies)."""
+    actor = _tanh_normal_actor(observation_spec, action_spec, hidden_sizes, activation, "tqc")
+    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation, n_quantiles)
+    return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
+
+
+def make_crossq_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    critic_hidden_sizes: Sequence[int] = (2048, 2048),
+    batch_norm_momentum: float = 0.01,
+    batch_norm_warmup_steps: int = 100000,
+    **_: object,
+) -> ActorCritic:
+    """CrossQ's networks (``policy=crossq``): SAC's actor and a wide critic with batch
+    renormalisation after each hidden layer (TorchRL's ``BatchRenorm1d``). The actor has none:
+    the collector runs it on one step per env, where batch statistics mean nothing."""
+    actor = _tanh_normal_actor(observation_spec, action_spec, hidden_sizes, activation, "crossq")
+    renorm = {"momentum": batch_norm_momentum, "warmup_steps": batch_norm_warmup_steps}
+    norm = [{"num_features": n, **renorm} for n in critic_hidden_sizes]
+    qvalue = _qvalue(
+        observation_spec, action_spec, critic_hidden_sizes, activation, norm_kwargs=norm
+    )
+    return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
+
+
+def _tanh_normal_actor(
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    sizes: Sequence[int],
+    act: str,
+    algo: str,
+) -> BoundedActor:
+    """The TanhNormal actor of SAC and its kin, scaled to the action bounds."""
     dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
     if dist_cls is not TanhNormal:
         raise ConfigError(
-            "policy._target_=rlrun.policies.make_sac_networks needs a continuous action space; "
-            "for discrete actions use +experiment=dqn."
+            f"the policy of algo={algo} needs a continuous action space; for discrete "
+            "actions use +experiment=discrete_sac or +experiment=dqn."
         )
     obs_dim = observation_spec["observation"].shape[-1]
-    body = nn.Sequential(_mlp(obs_dim, n_out, hidden_sizes, activation), NormalParamExtractor())
-    actor = BoundedActor(
+    body = nn.Sequential(_mlp(obs_dim, n_out, sizes, act), NormalParamExtractor())
+    return BoundedActor(
         TensorDictModule(body, ["observation"], ["loc", "scale"]),
         in_keys=["loc", "scale"],
         spec=action_spec,
         distribution_class=dist_cls,
         distribution_kwargs=dist_kwargs,
         return_log_prob=False,
-    ).to(device)
-    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation).to(device)
-    return ActorCritic(actor=actor, qvalue=qvalue)
+    )
 
 
 def _qvalue(
-    observation_spec: Composite, action_spec: TensorSpec, sizes: Sequence[int], act: str
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    sizes: Sequence[int],
+    act: str,
+    out: int = 1,
+    norm_kwargs: list[dict] | None = None,
 ) -> TensorDictModule:
-    """Q(s, a) of SAC and TD3 (their losses make the twin copies)."""
+    """Q(s, a) of SAC and its kin, DDPG and TD3 (their losses make the copies): ``out`` values
+    (TQC: quantiles), batch renormalisation after each hidden layer given ``norm_kwargs``."""
     obs_dim, act_dim = observation_spec["observation"].shape[-1], action_spec.shape[-1]
-    return TensorDictModule(  # torchrl's MLP concatenates its inputs
-        _mlp(obs_dim + act_dim, 1, sizes, act), ["observation", "action"], ["state_action_value"]
+    net = MLP(  # torchrl's MLP concatenates its inputs
+        in_features=obs_dim + act_dim,
+        out_features=out,
+        num_cells=list(sizes),
+        activation_class=ACTIVATIONS[act],
+        norm_class=BatchRenorm1d if norm_kwargs else None,
+        norm_kwargs=norm_kwargs,
     )
+    return TensorDictModule(net, ["observation", "action"], ["state_action_value"])
+
+
+def _discrete_actions(action_spec: TensorSpec, factory: str, instead: str) -> int:
+    """The number of actions of a discrete action spec; a continuous one is a user's mistake."""
+    if action_spec.domain != "discrete":
+        raise ConfigError(
+            f"policy._target_=rlrun.policies.{factory} needs a discrete action space; for "
+            f"continuous actions use +experiment={instead}."
+        )
+    n = action_spec.shape[-1] if isinstance(action_spec, OneHot) else action_spec.space.n
+    return int(n)
+
+
+def make_c51_actor(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (120, 84),
+    activation: str = "relu",
+    n_atoms: int = 101,
+    v_min: float = -100.0,
+    v_max: float = 100.0,
+    **_: object,
+) -> ActorCritic:
+    """C51's network (``policy=c51``): an MLP of ``n_atoms`` logits per action over returns
+    evenly spaced in [v_min, v_max], behind TorchRL's ``DistributionalQValueActor`` (greedy on
+    the distributions' means). Returned as actor and qvalue, as DQN's."""
+    if v_min >= v_max:
+        raise ConfigError(f"policy.v_min={v_min} must be below policy.v_max={v_max}.")
+    n_actions = _discrete_actions(action_spec, "make_c51_actor", "sac")
+    obs_dim = observation_spec["observation"].shape[-1]
+    net = nn.Sequential(
+        _mlp(obs_dim, n_atoms * n_actions, hidden_sizes, activation),
+        nn.Unflatten(-1, (n_atoms, n_actions)),
+    )
+    actor = DistributionalQValueActor(
+        net,
+        support=torch.linspace(v_min, v_max, n_atoms),
+        in_keys=["observation"],
+        spec=action_spec,
+    )
+    head = actor.module[-1]  # TorchRL's greedy head, swapped for one that breaks ties
+    actor.module[-1] = GreedyDistributionalHead(
+        action_space=head.action_space,
+        support=head.support,
+        action_value_key=head.action_value_key,
+        out_keys=head.out_keys,
+        spec=head.spec,
+    )
+    return ActorCritic(actor=actor.to(device), qvalue=actor.to(device))
+
+
+class GreedyDistributionalHead(DistributionalQValueModule):
+    """TorchRL's greedy head of a distributional Q-network, with ties broken (first maximal
+    action, as ``argmax``). TorchRL's one-hot marks every action whose expected return equals
+    the maximum, and C51's saturated atoms tie exactly: at 86k frames of +experiment=c51 one
+    action came out with two ones, the env took it, and the loss then failed on that sample
+    ("shape '[128, 101]' is invalid for input of size 13029")."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.action_func_mapping["one_hot"] = self._one_hot  # bound at init: point it here
+
+    def _one_hot(self, value: torch.Tensor, support: torch.Tensor | None = None) -> torch.Tensor:
+        expected = self._support_expected(value, self.support if support is None else support)
+        return nn.functional.one_hot(expected.argmax(-1), expected.shape[-1])
+
+
+def make_discrete_sac_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    **_: object,
+) -> ActorCritic:
+    """Discrete SAC's networks: a categorical actor (the default factory's) and one network of
+    action values Q(s, .) (``algo=discrete_sac`` makes the twin copies)."""
+    n_actions = _discrete_actions(action_spec, "make_discrete_sac_networks", "sac")
+    actor = make_actor_critic(
+        observation_spec=observation_spec,
+        action_spec=action_spec,
+        device=device,
+        hidden_sizes=hidden_sizes,
+        activation=activation,
+        with_critic=False,
+    ).actor
+    obs_dim = observation_spec["observation"].shape[-1]
+    qvalue = TensorDictModule(
+        _mlp(obs_dim, n_actions, hidden_sizes, activation), ["observation"], ["action_value"]
+    )
+    return ActorCritic(actor=actor, qvalue=qvalue.to(device))
 
 
 def make_td3_networks(

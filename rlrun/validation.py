@@ -330,7 +330,19 @@ def check_collector(cfg: DictConfig, env: DictConfig) -> None:
         )
 
 
-ACTION_SPACES = {"dqn": ("Discrete",), "sac": ("Box",), "td3": ("Box",), "ppo": ("Discrete", "Box")}
+ACTION_SPACES = {
+    "ppo": ("Discrete", "Box"),
+    "a2c": ("Discrete", "Box"),
+    "dqn": ("Discrete",),
+    "c51": ("Discrete",),
+    "discrete_sac": ("Discrete",),
+    "sac": ("Box",),
+    "redq": ("Box",),
+    "tqc": ("Box",),
+    "crossq": ("Box",),
+    "ddpg": ("Box",),
+    "td3": ("Box",),
+}
 
 
 def import_env_modules(modules: Sequence[str]) -> None:
@@ -502,7 +514,10 @@ def check_command_line(args: list[str]) -> tuple[str, Path] | None:
     if parsed.config_dir:
         extra = [f"hydra.searchpath=[file://{Path(parsed.config_dir).absolute()}]"]
     jobs = [overrides]
-    if parsed.multirun:
+    resuming = f"hydra/sweeper={RESUME_SWEEPER}" in overrides
+    if parsed.multirun and resuming:
+        jobs = resumed_jobs(overrides)
+    elif parsed.multirun:
         try:
             jobs = BasicSweeper.split_arguments(
                 OverridesParser.create().parse_overrides(overrides), None
@@ -532,6 +547,24 @@ def check_command_line(args: list[str]) -> tuple[str, Path] | None:
     return key, folder
 
 
+def resumed_jobs(overrides: list[str]) -> list[list[str]]:
+    """The command lines ``rlrun resume=<sweep>`` will run: each unfinished job's own (its saved
+    overrides and the new ones; ``rlrun/resume.py``). Its fixed overrides alone are not a job:
+    a sweep over presets (``+experiment=a2c,ddpg``) may be valid only with its swept keys. With
+    nothing left to run, the fixed overrides, for the folder checks."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from rlrun.resume import plan_sweep_resume
+
+    sweep_dir = next(
+        o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("hydra.sweep.dir=")
+    )
+    task = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    plans = plan_sweep_resume(Path(sweep_dir), task, OverridesParser.create())
+    keep = [o for o in overrides if o not in task]  # the sweep's hydra overrides
+    return [[*keep, *plan.overrides] for plan in plans] or [overrides]
+
+
 # trainer.learner_backend=ray (rlrun/learners.py): the stages TorchRL 0.14.1 still runs on the
 # driver; the others run inside the optimisation loop, on the learners
 DRIVER_STAGES = (
@@ -543,6 +576,7 @@ DRIVER_STAGES = (
     "shutdown",
 )
 REMOTE_ALGORITHMS = ("dqn", "sac", "td3")
+ON_POLICY_ALGORITHMS = ("ppo", "a2c")
 
 
 def check_learners(cfg: DictConfig) -> None:
@@ -558,10 +592,14 @@ def check_learners(cfg: DictConfig) -> None:
     why = "with trainer.learner_backend=ray"
     algo = cfg.algo.name
     if algo not in REMOTE_ALGORITHMS:
+        reason = (
+            f"algo={algo} trains on each fresh batch"
+            if algo in ON_POLICY_ALGORITHMS
+            else f"algo={algo} is not wired to them yet"
+        )
         raise ConfigError(
             f"algo={algo} cannot train {why}: the Ray learners sample a replay buffer "
-            f"(algo={', '.join(REMOTE_ALGORITHMS)}), algo={algo} trains on each fresh batch; "
-            "use trainer.learner_backend=local."
+            f"(algo={', '.join(REMOTE_ALGORITHMS)}), {reason}; use trainer.learner_backend=local."
         )
     rb = cfg.replay_buffer
     if rb.batch_size % n:

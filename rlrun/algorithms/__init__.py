@@ -1,5 +1,7 @@
 """Losses and their training-loop glue from the ``algo`` config group, one module per algorithm
-(``ppo``, ``dqn``, ``sac``, ``td3``); the off-policy ones share ``offpolicy.py``.
+(``ppo``, ``a2c``, ``dqn``, ``c51``, ``sac``, ``discrete_sac``, ``redq``, ``tqc``, ``crossq``,
+``ddpg``, ``td3``); the on-policy ones share ``onpolicy.py``, the off-policy ones
+``offpolicy.py``.
 
 ``make_algorithm`` returns the TorchRL loss module plus the Trainer hooks that feed it (for PPO:
 advantages and minibatches of the collected batch), so ``run.py`` stays a recipe.
@@ -10,14 +12,34 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
+from rlrun.algorithms.a2c import make_a2c
 from rlrun.algorithms.base import Algorithm
+from rlrun.algorithms.c51 import make_c51
+from rlrun.algorithms.crossq import make_crossq
+from rlrun.algorithms.ddpg import make_ddpg
+from rlrun.algorithms.discrete_sac import make_discrete_sac
 from rlrun.algorithms.dqn import make_dqn
-from rlrun.algorithms.ppo import log_prob_error, make_ppo
+from rlrun.algorithms.onpolicy import log_prob_error
+from rlrun.algorithms.ppo import make_ppo
+from rlrun.algorithms.redq import make_redq
 from rlrun.algorithms.sac import make_sac
 from rlrun.algorithms.td3 import make_td3
+from rlrun.algorithms.tqc import make_tqc
 from rlrun.policies import ActorCritic
 
-BUILDERS = {"ppo": make_ppo, "dqn": make_dqn, "sac": make_sac, "td3": make_td3}
+BUILDERS = {
+    "ppo": make_ppo,
+    "a2c": make_a2c,
+    "dqn": make_dqn,
+    "c51": make_c51,
+    "sac": make_sac,
+    "discrete_sac": make_discrete_sac,
+    "redq": make_redq,
+    "tqc": make_tqc,
+    "crossq": make_crossq,
+    "ddpg": make_ddpg,
+    "td3": make_td3,
+}
 __all__ = ["Algorithm", "BUILDERS", "log_prob_error", "make_algorithm"]
 
 

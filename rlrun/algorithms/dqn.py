@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import torch
 from omegaconf import DictConfig
-from torchrl.modules import EGreedyModule
-from torchrl.objectives import DQNLoss, HardUpdate
+from torchrl.objectives import DQNLoss
 
 from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import AnnealExploration, SoftUpdate, off_policy, require_qvalue
+from rlrun.algorithms.offpolicy import epsilon_greedy, hard_or_soft, off_policy, require_qvalue
 from rlrun.policies import ActorCritic
 
 
@@ -21,16 +20,6 @@ def make_dqn(
     loss = DQNLoss(
         ac.qvalue, loss_function=cfg.loss_function, delay_value=True, double_dqn=cfg.double_dqn
     )
-    epsilon = EGreedyModule(
-        ac.actor.spec["action"],
-        eps_init=float(cfg.eps_start),
-        eps_end=float(cfg.eps_end),
-        annealing_num_steps=cfg.eps_anneal_frames,
-        device=device,
-    )
-    if cfg.target_update == "hard":
-        updater = HardUpdate(loss, value_network_update_interval=cfg.target_update_period)
-    else:
-        updater = SoftUpdate(loss, tau=cfg.tau)
-    exploration = AnnealExploration(epsilon, "eps", "epsilon")
+    exploration = epsilon_greedy(cfg, ac, device)
+    updater = hard_or_soft(cfg, loss)
     return off_policy(cfg, loss, frames_per_batch, updater=updater, exploration=exploration)

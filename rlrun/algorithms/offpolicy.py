@@ -1,9 +1,11 @@
-"""The replay-buffer skeleton DQN, SAC and TD3 share, written once.
+"""The replay-buffer skeleton every off-policy algorithm shares, written once (DQN, C51, SAC,
+discrete SAC, REDQ, TQC, CrossQ, DDPG, TD3).
 
 Each of them is a TorchRL loss with TD(0) targets (``algo.gamma``), ``algo.utd_ratio``
-optimisation steps per collected frame on replay samples, target networks stepped by the update
-step after each optimisation (``algo.tau`` or a hard copy; ``rlrun/updates.py``), and, where the
-algorithm explores with a module appended to its actor in the collector, that module annealed by
+optimisation steps per collected frame on replay samples, target networks (all but CrossQ)
+stepped by the update step after each optimisation (``algo.tau`` or a hard copy;
+``rlrun/updates.py``), and, where the algorithm explores with a module appended to its actor in
+the collector (epsilon-greedy, Gaussian noise: built here once), that module annealed by
 collected frames.
 """
 
@@ -15,7 +17,8 @@ import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
-from torchrl.objectives import LossModule, ValueEstimators
+from torchrl.modules import AdditiveGaussianModule, EGreedyModule
+from torchrl.objectives import HardUpdate, LossModule, ValueEstimators
 from torchrl.objectives import SoftUpdate as TorchRLSoftUpdate
 from torchrl.objectives.utils import TargetNetUpdater
 from torchrl.trainers import Trainer, TrainerHookBase
@@ -72,12 +75,51 @@ class AnnealExploration(TrainerHookBase):
 
 
 def require_qvalue(ac: ActorCritic, algo: str, factory: str, preset: str) -> None:
-    """DQN, SAC and TD3 train ``ac.qvalue``: a policy factory without one is a user's mistake."""
+    """The off-policy losses train ``ac.qvalue``: a policy factory without one is a user's
+    mistake."""
     if ac.qvalue is None:
         raise ConfigError(
             f"algo={algo} needs a Q-network: set policy._target_=rlrun.policies.{factory} "
             f"(or start from +experiment={preset})."
         )
+
+
+def epsilon_greedy(cfg: DictConfig, ac: ActorCritic, device: torch.device) -> AnnealExploration:
+    """Value-based exploration (DQN, C51): epsilon from ``algo.eps_start`` to ``algo.eps_end``
+    over ``algo.eps_anneal_frames`` collected frames."""
+    epsilon = EGreedyModule(
+        ac.actor.spec["action"],
+        eps_init=float(cfg.eps_start),
+        eps_end=float(cfg.eps_end),
+        annealing_num_steps=cfg.eps_anneal_frames,
+        device=device,
+    )
+    return AnnealExploration(epsilon, "eps", "epsilon")
+
+
+def gaussian_noise(cfg: DictConfig, ac: ActorCritic, device: torch.device) -> AnnealExploration:
+    """Deterministic actors' exploration (DDPG, TD3): Gaussian noise whose std is
+    ``algo.exploration_sigma_*`` times half the action range (as CleanRL's), annealed over
+    ``algo.exploration_anneal_frames`` (equal start and end: fixed noise)."""
+    spec = ac.actor.spec["action"]
+    half_range = ((spec.space.high - spec.space.low) / 2).to(device)
+    noise = AdditiveGaussianModule(
+        spec,
+        sigma_init=float(cfg.exploration_sigma_start),
+        sigma_end=float(cfg.exploration_sigma_end),
+        annealing_num_steps=cfg.exploration_anneal_frames,
+        std=half_range,
+        device=device,
+    )
+    return AnnealExploration(noise, "sigma", "exploration_sigma")
+
+
+def hard_or_soft(cfg: DictConfig, loss: LossModule) -> TargetNetUpdater:
+    """``algo.target_update``: a hard copy every ``algo.target_update_period`` optimisation
+    steps, or a soft update with ``algo.tau`` after each."""
+    if cfg.target_update == "hard":
+        return HardUpdate(loss, value_network_update_interval=cfg.target_update_period)
+    return SoftUpdate(loss, tau=cfg.tau)
 
 
 def off_policy(
@@ -87,12 +129,15 @@ def off_policy(
     *,
     updater: TargetNetUpdater | None = None,
     exploration: AnnealExploration | None = None,
+    target_networks: bool = True,
 ) -> Algorithm:
     """``loss`` trained from the replay buffer: TD(0) targets, ``algo.utd_ratio`` steps per
-    frame, ``updater`` (default: soft updates with ``algo.tau``) stepped with each optimisation
-    step, and ``exploration`` annealed while collecting."""
+    frame, ``updater`` (default: soft updates with ``algo.tau``; none without
+    ``target_networks``, as CrossQ) stepped with each optimisation step, and ``exploration``
+    annealed while collecting."""
     loss.make_value_estimator(ValueEstimators.TD0, gamma=cfg.gamma)
-    updater = updater or SoftUpdate(loss, tau=cfg.tau)
+    if updater is None and target_networks:
+        updater = SoftUpdate(loss, tau=cfg.tau)
     return Algorithm(
         loss=loss,
         optim_steps_per_batch=max(1, round(cfg.utd_ratio * frames_per_batch)),

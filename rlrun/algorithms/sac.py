@@ -3,6 +3,8 @@ temperature (target entropy -|A|) and soft target updates."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from omegaconf import DictConfig
 from torchrl.objectives import SACLoss
@@ -20,11 +22,19 @@ def make_sac(
     loss = SACLoss(
         ac.actor,
         ac.qvalue,
-        num_qvalue_nets=cfg.num_qvalue_nets,
         loss_function=cfg.loss_function,
-        alpha_init=cfg.alpha_init,
-        # -|A|, from the last dim only: the spec carries the env batch dims too.
-        target_entropy=-float(ac.actor.spec["action"].shape[-1]),
         delay_qvalue=True,
+        **max_entropy(cfg, ac),
     )
     return off_policy(cfg, loss, frames_per_batch)
+
+
+def max_entropy(cfg: DictConfig, ac: ActorCritic) -> dict[str, Any]:
+    """What SAC's loss shares with its continuous kin (REDQ, TQC, CrossQ): the number of
+    critics, the initial temperature and the target entropy -|A|, from the action spec's last
+    dim only (the spec carries the env batch dims too)."""
+    return {
+        "num_qvalue_nets": cfg.num_qvalue_nets,
+        "alpha_init": cfg.alpha_init,
+        "target_entropy": -float(ac.actor.spec["action"].shape[-1]),
+    }

@@ -9,11 +9,10 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
-from torchrl.modules import AdditiveGaussianModule
 from torchrl.objectives import TD3Loss
 
 from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import AnnealExploration, SoftUpdate, off_policy, require_qvalue
+from rlrun.algorithms.offpolicy import SoftUpdate, gaussian_noise, off_policy, require_qvalue
 from rlrun.policies import ActorCritic
 
 
@@ -87,15 +86,6 @@ def make_td3(
         loss_function=cfg.loss_function,
         policy_delay=cfg.policy_delay,
     )
-    half_range = ((spec.space.high - spec.space.low) / 2).to(device)
-    noise = AdditiveGaussianModule(
-        spec,
-        sigma_init=float(cfg.exploration_sigma_start),
-        sigma_end=float(cfg.exploration_sigma_end),
-        annealing_num_steps=cfg.exploration_anneal_frames,
-        std=half_range,  # sigma is relative to the action range, as CleanRL's noise
-        device=device,
-    )
-    exploration = AnnealExploration(noise, "sigma", "exploration_sigma")
+    exploration = gaussian_noise(cfg, ac, device)
     updater = DelayedSoftUpdate(loss, tau=cfg.tau)
     return off_policy(cfg, loss, frames_per_batch, updater=updater, exploration=exploration)

@@ -1,0 +1,29 @@
+"""CrossQ (``algo=crossq``; Bhatt et al. 2024): TorchRL's ``CrossQLoss``, SAC without target
+networks whose critics (``policy=crossq``: batch renormalisation) see the current and the next
+state-action pairs in one joint batch, so their normalisation statistics cover both."""
+
+from __future__ import annotations
+
+import torch
+from omegaconf import DictConfig
+from torchrl.objectives import CrossQLoss
+
+from rlrun.algorithms.base import Algorithm
+from rlrun.algorithms.offpolicy import off_policy, require_qvalue
+from rlrun.algorithms.sac import max_entropy
+from rlrun.policies import ActorCritic
+
+
+def make_crossq(
+    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
+) -> Algorithm:
+    """CrossQ on ``ac.actor`` (TanhNormal) and ``ac.qvalue``; nothing to update but the
+    networks themselves."""
+    require_qvalue(ac, "crossq", "make_crossq_networks", "crossq")
+    loss = CrossQLoss(
+        ac.actor,
+        ac.qvalue,
+        loss_function=cfg.loss_function,
+        **max_entropy(cfg, ac),
+    )
+    return off_policy(cfg, loss, frames_per_batch, target_networks=False)
