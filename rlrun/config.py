@@ -428,7 +428,7 @@ class ReferenceConfig:
     metric: ReferenceMetric = MISSING  # which summary.json value: <metric>_last
     value: float = MISSING  # the published figure
     spread: float = ranged(0)  # the band: below value - spread is "below"
-    note: str | None = None  # how the source's setting differs from the preset's
+    note: str | None = MISSING  # null, or how the source's setting differs from the preset's
 
 
 @dataclass
