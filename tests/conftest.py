@@ -187,11 +187,13 @@ def cpu_placement(**changes):
     return dataclasses.replace(Placement.on_cpu(), **changes)
 
 
-# Run first (``make test`` is ``pytest -n 2 --dist loadgroup``): an xdist group runs on one
-# worker, and the Ray group (about 8 of the suite's worker-minutes, 2026-11-25) or a long test
-# left for the end keeps one worker busy while the other idles
-LONG_FIRST = ("@ray", "@sweeps", "@hooks", "test_offpolicy.py", "test_updates.py",
-              "test_folder_lock.py", "test_loggers.py")  # fmt: skip
+# Run first (``make test`` is ``pytest -n 2 --dist loadgroup``, which hands out work in this
+# order): an xdist group runs whole on one worker, so the groups (the Ray group alone is about
+# 5 worker-minutes, 2026-11-25), then the long files; a long unit left for the end keeps one
+# worker busy while the other idles
+GROUPS_FIRST = ("ray", "docs-tutorial", "docs-guides", "sweeps", "hooks")
+LONG_FILES = ("test_updates.py", "test_folder_lock.py", "test_loggers.py", "test_record.py",
+              "test_algorithms.py")  # fmt: skip
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -199,10 +201,12 @@ def pytest_collection_modifyitems(config, items) -> None:
     cuda`` on a GPU machine) and are skipped, saying so, everywhere else."""
     import torch
 
-    def rank(item: pytest.Item) -> int:
-        group = next((f"@{m.args[0]}" for m in item.iter_markers("xdist_group")), "")
-        where = (group, item.nodeid.split("::")[0].rsplit("/", 1)[-1])
-        return next((i for i, name in enumerate(LONG_FIRST) if name in where), len(LONG_FIRST))
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        group = next((m.args[0] for m in item.iter_markers("xdist_group")), None)
+        if group is not None:
+            return 0, GROUPS_FIRST.index(group) if group in GROUPS_FIRST else len(GROUPS_FIRST)
+        name = item.path.name
+        return 1, LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
 
     items.sort(key=rank)  # stable: collection order within each rank
     if torch.cuda.is_available():

@@ -88,43 +88,6 @@ def test_dqn_needs_a_q_network(workdir: Path) -> None:
     assert "make_qvalue_actor" in proc.stderr
 
 
-def late_return(run_dir: Path, last: int) -> float:
-    returns = [r for _, r in series(run_dir, "episode_return")[-last:]]
-    return sum(returns) / len(returns)
-
-
-@pytest.mark.slow
-def test_dqn_learns_cartpole(workdir: Path) -> None:
-    run_rlrun(
-        "+experiment=dqn",
-        "seed=0",
-        *QUIET,
-        "checkpoint.backend=none",
-        "trainer.total_frames=20480",
-        "collector.init_random_frames=1000",
-        cwd=workdir,
-        timeout=1800,
-    )
-    (run_dir,) = run_dirs(workdir)
-    assert late_return(run_dir, 5) > 40  # a random policy averages about 22
-
-
-@pytest.mark.slow
-def test_sac_learns_pendulum(workdir: Path) -> None:
-    run_rlrun(
-        "+experiment=sac",
-        "seed=0",
-        *QUIET,
-        "checkpoint.backend=none",
-        "trainer.total_frames=6000",
-        "policy.hidden_sizes=[64,64]",
-        cwd=workdir,
-        timeout=1800,
-    )
-    (run_dir,) = run_dirs(workdir)
-    assert late_return(run_dir, 3) > -1000  # a random policy averages about -1200 to -1500
-
-
 def bounds(actor: torch.nn.Module) -> list[torch.Tensor]:
     """TanhNormal's ``low`` and ``high`` as the actor's distribution will read them."""
     (kwargs,) = [
