@@ -249,7 +249,7 @@ def build_policy(
     if not isinstance(ac, ActorCritic):
         raise ConfigError(
             f"policy._target_={cfg._target_} returned {type(ac).__name__}; a policy factory must "
-            "return rlrun.policies.ActorCritic (see README, 'Your own policy')."
+            "return rlrun.policies.ActorCritic (see docs/guides/collectors.md, 'Your own policy')."
         )
     ac.recurrent_mode = modes
     return ac

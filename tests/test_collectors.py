@@ -145,7 +145,8 @@ def test_always_copying_an_uncopyable_policy_is_a_clear_error(workdir: Path) -> 
 
 
 def test_declared_user_policy_from_own_config_dir_trains_silently(workdir: Path) -> None:
-    """The README's path: own module by ``_target_``, own YAML by ``--config-dir``."""
+    """docs/guides/collectors.md's path: own module by ``_target_``, own YAML by
+    ``--config-dir``."""
     proc = run_rlrun(
         "+experiment=ppo", *TINY, "policy=locked", "--config-dir", str(EXAMPLES / "my_conf"),
         cwd=workdir, env=USER_PATH,

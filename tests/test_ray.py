@@ -150,7 +150,7 @@ def ray_cluster() -> Iterator[tuple[str, str]]:
 def test_joined_cluster_keeps_running_after_the_run(
     workdir: Path, ray_cluster: tuple, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The way README's "Scaling out" joins a cluster from another host (host:port, token)."""
+    """The way docs/guides/ray.md joins a cluster from another host (host:port, token)."""
     address, temp = ray_cluster
     monkeypatch.setenv("RAY_AUTH_MODE", "token")  # Ray's rule for an explicit address
     sac = ["+experiment=sac", "trainer.total_frames=400", "collector.frames_per_batch=200",
