@@ -8,6 +8,7 @@ figure (issue #33). Writes bench/results/references.{json,md}.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,7 @@ def check(preset: str, cwd: Path) -> dict:
     """``rlrun check +experiment=PRESET seeds=3``: its exit status, comparison line and time."""
     command = ["rlrun", "check", f"+experiment={preset}", f"seeds={SEEDS}",
                "trainer.progress_bar=false", "checkpoint.backend=none"]  # fmt: skip
+    load = os.getloadavg()[0]  # wall seconds are speed figures only on an idle machine
     start = time.perf_counter()
     proc = subprocess.run([str(BIN / "rlrun"), *command[1:]], cwd=cwd, capture_output=True,
                           text=True)  # fmt: skip
@@ -36,7 +38,8 @@ def check(preset: str, cwd: Path) -> dict:
     for summary in sorted((cwd / "outputs" / "multirun").rglob("summary.json")):
         finals.append(json.loads(summary.read_text()).get("eval_return_last"))
     return {"command": " ".join(command), "exit_status": proc.returncode, "line": tail[0],
-            "notes": tail[1:], "final_eval_returns": finals, "wall_s": round(wall)}  # fmt: skip
+            "notes": tail[1:], "final_eval_returns": finals, "wall_s": round(wall),
+            "load_average_at_start": round(load, 2)}  # fmt: skip
 
 
 def main() -> int:
@@ -52,7 +55,8 @@ def main() -> int:
     results["checks"] = {**old, **results["checks"]}  # a subset run keeps the others' figures
     path.write_text(json.dumps(results, indent=1) + "\n")
     rows = [
-        f"| `{r['command']}` | {r['line']} | {r['exit_status']} | {r['wall_s']} |"
+        f"| `{r['command']}` | {r['line']} | {r['exit_status']} | {r['wall_s']} "
+        f"| {r.get('load_average_at_start', 'not recorded')} |"
         for r in results["checks"].values()
     ]
     (RESULTS / "references.md").write_text(
@@ -60,7 +64,8 @@ def main() -> int:
         f"Measured {results['date']} on {machine()}; the IQM of 3 seeds' final evaluation "
         "(5 deterministic episodes at the reference's frames), its 95% stratified bootstrap "
         "interval, and the published figure.\n\n"
-        "| command | result | exit status | wall s |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        "| command | result | exit status | wall s | load average at start |\n"
+        "|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )
     return 0
 
