@@ -40,6 +40,7 @@ compare; 2: a usage error.
 """
 DEFAULT_SEEDS = 3
 OWN_KEYS = ("seed", "trainer.total_frames")  # set by the check itself
+STOPPED = 130  # rlrun's exit status when Ctrl-C or SIGTERM stopped it (rlrun/cli.py)
 
 
 def presets_with_reference() -> list[str]:
@@ -123,8 +124,11 @@ def train(args: Sequence[str]) -> tuple[int, Path]:
     command = sweep_command(cfg, overrides, seeds, config_dir)
     folder = Path(cfg.hydra.sweep.dir).absolute()
     print(f"rlrun check: {' '.join(command)}", flush=True)
-    status = subprocess.call([sys.executable, "-m", *command])  # python -m rlrun -m ...
-    return status, folder
+    sweep = subprocess.Popen([sys.executable, "-m", *command])  # python -m rlrun -m ...
+    try:
+        return sweep.wait(), folder
+    except KeyboardInterrupt:  # Ctrl-C reached the sweep too: it stops after a saved batch
+        return sweep.wait(), folder
 
 
 def main(argv: Sequence[str]) -> int:
@@ -147,6 +151,10 @@ def main(argv: Sequence[str]) -> int:
         status = 0
     else:
         status, folder = train(args)
+        if status == STOPPED:
+            print(f"rlrun check: stopped; continue with rlrun resume={shown(folder)}, then "
+                  f"rlrun check {shown(folder)}", file=sys.stderr)  # fmt: skip
+            return status
     try:
         _, comparisons = build_report(folder, reference_overrides=given)
     except FileNotFoundError as err:
