@@ -425,6 +425,21 @@ def load_checkpoint(trainer: Trainer, path: Path, saver: SnapshotSaver | None) -
         ) from None
 
 
+def load_networks(trainer: Trainer, path: Path) -> None:
+    """``init_from``: the loss module of checkpoint ``path`` (actor, critics, their targets,
+    a learned temperature) into this run's, then to the collector's policy; optimiser, buffer
+    and counters start fresh."""
+    try:
+        VerifiedCheckpoint(loss_module=trainer.loss_module).load(path, components=["loss_module"])
+    except (pickle.UnpicklingError, CheckpointError, RuntimeError, KeyError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(
+            f"init_from={path}: its networks do not fit this run's (same algo= and policy "
+            f"sizes needed): {first}"
+        ) from None
+    trainer.collector.update_policy_weights_()
+
+
 def save_best(trainer: Trainer, run_dir: Path, eval_return: float) -> None:
     """Keep ``checkpoints/best``: a copy of the run at its best evaluation return (atomic,
     with checksums)."""

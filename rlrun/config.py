@@ -36,7 +36,7 @@ PolicyKind = _choices("PolicyKind", "mlp", "lstm", "gru", "cnn")
 Activation = _choices("Activation", "tanh", "relu", "elu", "gelu")
 RegressionLoss = _choices("RegressionLoss", "l2", "smooth_l1", "l1")
 TargetUpdate = _choices("TargetUpdate", "hard", "soft")
-CollectorKind = _choices("CollectorKind", "sync", "multi_sync", "async", "ray")
+CollectorKind = _choices("CollectorKind", "sync", "multi_sync", "async", "ray", "none")
 PolicyCopy = _choices("PolicyCopy", "auto", "always", "never")
 Storage = _choices("Storage", "tensor", "memmap")
 LearnerBackend = _choices("LearnerBackend", "local", "ray")
@@ -308,10 +308,48 @@ class TD3Config(GaussianNoiseConfig):
 
 
 @dataclass
+class BCConfig(AlgoConfig):
+    """Behaviour cloning (read by ``rlrun/algorithms/bc.py``): learns from ``dataset`` alone."""
+
+
+@dataclass
+class CQLConfig(TargetNetConfig):
+    """CQL (read by ``rlrun/algorithms/cql.py``), continuous or discrete by the action space."""
+
+    alpha_init: float = ranged(**POSITIVE)
+    min_q_weight: float = ranged(0)
+    with_lagrange: bool = MISSING
+    lagrange_thresh: float = ranged(0)
+    num_random: int = ranged(1)
+    loss_function: RegressionLoss = MISSING
+
+
+@dataclass
+class IQLConfig(TargetNetConfig):
+    """IQL (read by ``rlrun/algorithms/iql.py``), continuous or discrete by the action space."""
+
+    expectile: float = ranged(0, 1, low_open=True, high_open=True)
+    temperature: float = ranged(**POSITIVE)
+    num_qvalue_nets: int = ranged(1)
+    loss_function: RegressionLoss = MISSING
+
+
+@dataclass
+class TD3BCConfig(TargetNetConfig):
+    """TD3+BC (read by ``rlrun/algorithms/td3_bc.py``)."""
+
+    alpha: float = ranged(0)
+    num_qvalue_nets: int = ranged(1)
+    policy_noise: float = ranged(0)
+    noise_clip: float = ranged(0)
+    loss_function: RegressionLoss = MISSING
+
+
+@dataclass
 class CollectorConfig:
     """Data collection (read by ``rlrun/collectors.py``)."""
 
-    kind: CollectorKind = MISSING
+    kind: CollectorKind = MISSING  # none: no env stepping, learn from ``dataset`` alone
     frames_per_batch: int = ranged(1)
     init_random_frames: int = ranged(0)
     num_workers: int = ranged(1)
@@ -353,6 +391,8 @@ class ReplayBufferConfig:
     pin_memory: str = MISSING  # auto | true | false (YAML reads true/false as booleans)
     single_frames: bool = MISSING
     transforms: list[Any] = MISSING
+    offline_fraction: float = ranged(0, 1, low_open=True, high_open=True)
+    offline_anneal_frames: int = ranged(0)
 
 
 @dataclass
@@ -439,6 +479,8 @@ class RootConfig:
     deterministic: bool = MISSING
     device: str = MISSING
     resume: str | None = MISSING
+    dataset: str | None = MISSING
+    init_from: str | None = MISSING
     reference: ReferenceConfig | None = MISSING
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: Any = MISSING
@@ -466,6 +508,10 @@ ALGO_SCHEMAS = {
     "crossq": CrossQConfig,
     "ddpg": DDPGConfig,
     "td3": TD3Config,
+    "bc": BCConfig,
+    "cql": CQLConfig,
+    "iql": IQLConfig,
+    "td3_bc": TD3BCConfig,
 }
 
 

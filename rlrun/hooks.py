@@ -58,7 +58,7 @@ class EpisodeStats(TrainerHookBase):
         self._return_now: float | None = None
 
     def episodes(self, batch: TensorDictBase) -> dict[str, Any] | None:
-        done = batch.get(("next", "done")).squeeze(-1)
+        done = batch.get(("next", "done"), None)  # none in an offline run's (DatasetFeed)
         now = time.perf_counter()
         frames = self.trainer.collected_frames
         if self._t_last is None:  # first batch: time from the trainer's start
@@ -70,7 +70,8 @@ class EpisodeStats(TrainerHookBase):
         self._t_last, self._frames_last = now, frames
         out: dict[str, Any] = {"train/fps": fps, "train/wall_time_s": self.wall_time_s}
         self._return_now = None
-        if done.any():
+        if done is not None and done.any():
+            done = done.squeeze(-1)
             returns = batch.get(("next", "episode_reward")).squeeze(-1)[done]
             lengths = batch.get(("next", "step_count")).squeeze(-1)[done]
             self.return_last = self._return_now = returns.float().mean().item()

@@ -485,6 +485,32 @@ def make_discrete_sac_networks(
     return ActorCritic(actor=actor, qvalue=qvalue.to(device))
 
 
+def make_iql_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    **_: object,
+) -> ActorCritic:
+    """IQL's networks: SAC's (continuous actions) or discrete SAC's (discrete ones), plus a
+    state-value network V(s) as ``critic`` (``algo=iql`` makes the twin Q copies)."""
+    discrete = action_spec.domain == "discrete"
+    make = make_discrete_sac_networks if discrete else make_sac_networks
+    ac = make(
+        observation_spec=observation_spec,
+        action_spec=action_spec,
+        device=device,
+        hidden_sizes=hidden_sizes,
+        activation=activation,
+    )
+    obs_dim = observation_spec["observation"].shape[-1]
+    value = _mlp(obs_dim, 1, hidden_sizes, activation)
+    ac.critic = TensorDictModule(value, ["observation"], ["state_value"]).to(device)
+    return ac
+
+
 def make_td3_networks(
     *,
     observation_spec: Composite,

@@ -46,12 +46,6 @@ from torchrl.trainers import Trainer
 
 from rlrun.algorithms import make_algorithm
 from rlrun.atari import END_OF_LIFE
-from rlrun.buffers import (
-    UniformSampler,
-    fuses_sampling,
-    make_replay_buffer,
-    make_replay_buffer_hook,
-)
 from rlrun.checkpoints import (
     CHECKPOINT_DIR,
     SnapshotSaver,
@@ -59,6 +53,7 @@ from rlrun.checkpoints import (
     disk_full,
     find_checkpoint,
     load_checkpoint,
+    load_networks,
     save_now,
     trainer_checkpoint_kwargs,
 )
@@ -70,6 +65,7 @@ from rlrun.collectors import (
     worker_failures,
 )
 from rlrun.copying import check_loss_trains_in_place
+from rlrun.datasets import DatasetFeed, data_source, make_replay
 from rlrun.determinism import make_deterministic
 from rlrun.devices import on_device, placement
 from rlrun.disk import out_of_space
@@ -90,7 +86,6 @@ from rlrun.hooks import (
 from rlrun.learners import (
     RemoteLearners,
     learner_options,
-    make_remote_replay_buffer,
     receive_weights_here,
     remote_learners,
 )
@@ -179,6 +174,8 @@ def quiet_torchrl() -> None:
         "Nested TransformedEnvs",
         "total_frames .* is not exactly divisible",
         "torch._dynamo.config.inline_inbuilt_nn_modules is deprecated",  # tensordict, compiled
+        "The name target_actor_network_params wasn't part",  # TorchRL's BCLoss, no target net
+        "Got conflicting batch_sizes in constructor",  # a dataset probed with sample(1)
     ):
         warnings.filterwarnings("ignore", message=message)
 
@@ -211,31 +208,32 @@ def build_trainer(
     policy = ac.rollout_policy("collect")  # actor (+ recurrent critic) in step mode
     if algo.exploration is not None:  # e.g. DQN's epsilon-greedy, only while collecting
         policy = TensorDictSequential(policy, algo.exploration)
-    collector = make_collector(
-        cfg.collector,
-        env,
-        policy,
-        cfg.trainer.total_frames,
-        where,
-        env_cfg=cfg.env,
-        policy_cfg=cfg.policy,
-        policy_transforms=ac.env_transforms(),  # fresh ones, for envs built in workers
-        seed=cfg.seed,
-        # the slice samplers (algo's buffer or hooks=[replay_buffer]) read trajectory ids
-        traj_ids_read=cfg.replay_buffer.sampler == "slice" or cfg.replay_buffer.single_frames,
-        exploration=algo.exploration,
-        ray_cfg=cfg.ray,
-        remote_learners=remote_learners(cfg),
-    )
+    source = data_source(cfg)  # collector, dataset or both: decided once (rlrun/datasets.py)
+    if source == "dataset":  # offline: no env stepped, the run's frames are optimisation steps
+        collector = DatasetFeed(cfg.collector.frames_per_batch, cfg.trainer.total_frames)
+    else:
+        collector = make_collector(
+            cfg.collector,
+            env,
+            policy,
+            cfg.trainer.total_frames,
+            where,
+            env_cfg=cfg.env,
+            policy_cfg=cfg.policy,
+            policy_transforms=ac.env_transforms(),  # fresh ones, for envs built in workers
+            seed=cfg.seed,
+            # the slice samplers (algo's buffer or hooks=[replay_buffer]) read trajectory ids
+            traj_ids_read=cfg.replay_buffer.sampler == "slice" or cfg.replay_buffer.single_frames,
+            exploration=algo.exploration,
+            ray_cfg=cfg.ray,
+            remote_learners=remote_learners(cfg),
+        )
     started.callback(collector.shutdown)
     remote = remote_learners(cfg)  # optimised on Ray actors (rlrun/learners.py)
-    replay_buffer = sampler = None
-    if remote:
-        replay_buffer = make_remote_replay_buffer(cfg.replay_buffer, cfg.trainer.num_learners)
-    elif algo.off_policy:
-        replay_buffer = make_replay_buffer(cfg.replay_buffer, run_dir, where, cfg.env.atari)
-        if fuses_sampling(cfg.replay_buffer, where) and not reads_samples(hooks):
-            sampler = UniformSampler(replay_buffer)  # sampled inside the update step
+    # what the loss samples from: collected frames, the dataset, or both (rlrun/datasets.py)
+    replay = make_replay(
+        cfg, source, algo.off_policy, env, run_dir, where, remote, reads_samples(hooks), started
+    )
     compiled, cudagraphs = cfg.algo.get("compile", False), cfg.algo.get("cudagraphs", False)
     optimizer = make_optimizer(cfg.optim, algo.loss, where, cudagraphs=cudagraphs, compile=compiled)
     update = None  # remote: TorchRL's own step, its loss through DDP, on each learner
@@ -247,7 +245,7 @@ def build_trainer(
             where.learner,
             compile=compiled,
             cudagraphs=cudagraphs,
-            sampler=sampler,
+            sampler=replay.sampler,
             target_updater=algo.target_updater,
         )
     logger = make_logger(cfg.logger, run_dir, exp_name=run_dir.name)
@@ -277,7 +275,7 @@ def build_trainer(
         progress_bar=cfg.trainer.progress_bar,
         log_interval=cfg.trainer.log_every_frames,
         auto_log_optim_steps=False,
-        replay_buffer=replay_buffer,  # registered in the checkpoint by the Trainer
+        replay_buffer=replay.buffer,  # registered in the checkpoint by the Trainer
         target_net_updater=algo.target_updater,
         **backend,
         **trainer_checkpoint_kwargs(cfg, run_dir),
@@ -289,9 +287,7 @@ def build_trainer(
         for hook in [*algo.collect_hooks, stats]:
             hook.register(trainer)
     else:
-        if replay_buffer is not None:
-            make_replay_buffer_hook(replay_buffer, where, sampler).register(trainer)
-        for hook in [*algo.collect_hooks, *algo.hooks, stats, LossLog()]:
+        for hook in [*replay.hooks, *algo.collect_hooks, *algo.hooks, stats, LossLog()]:
             hook.register(trainer)
         if runs_in_place(collector, policy):
             check_loss_trains_in_place(algo.loss, policy)
@@ -377,6 +373,20 @@ def resume_checkpoint(cfg: DictConfig) -> Path | None:
     return found
 
 
+def init_checkpoint(cfg: DictConfig) -> Path | None:
+    """``init_from=<run folder or checkpoint>``: the checkpoint whose trained networks a new
+    run starts from (checked before anything is built); none when resuming this run itself."""
+    if not cfg.init_from or cfg.resume:
+        return None
+    found = find_checkpoint(Path(cfg.init_from), "torch", key="init_from")
+    if found is None:
+        raise ConfigError(
+            f"init_from={cfg.init_from}: no checkpoint found there; give a run folder with "
+            "checkpoints/ (checkpoint=torch) or a checkpoint folder."
+        )
+    return found
+
+
 def run_job(cfg: DictConfig) -> float | None:
     """Train one run in the Hydra run folder; whatever happens, close loggers and write
     ``summary.json``. Ctrl-C/SIGTERM stop after the batch with a checkpoint (status
@@ -395,6 +405,7 @@ def run_job(cfg: DictConfig) -> float | None:
 def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
     """:func:`run_job` in the folder it holds."""
     checkpoint = resume_checkpoint(cfg)
+    init = init_checkpoint(cfg)
     print(f"rlrun: run folder {shown(run_dir)}", flush=True)
     stats = EpisodeStats()
     trainer: Trainer | None = None
@@ -409,6 +420,8 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
         if cfg.checkpoint.backend == "torchsnapshot":
             saver = SnapshotSaver(cfg, run_dir)
             saver.register(trainer)
+        if init is not None:  # offline to online: another run's networks, fresh counters
+            load_networks(trainer, init)
         if checkpoint is not None:
             load_checkpoint(trainer, checkpoint, saver)
             continue_progress_bar(trainer)

@@ -27,6 +27,7 @@ from rlrun.config import Range
 from rlrun.errors import ConfigError
 from rlrun.folder_lock import held_by, refusal
 from rlrun.resume import RESUME_SWEEPER
+from rlrun.run_dirs import is_run_dir
 
 if TYPE_CHECKING:
     from rlrun.devices import Placement
@@ -45,6 +46,7 @@ EXTRAS = {
     "cv2": "atari",
     "envpool": "envpool",
     "ray": "ray",
+    "minari": "offline",
     "hydra_plugins.hydra_ray_launcher": "ray",
 }
 # rlrun's wrappers of a Hydra plugin: the plugin module each imports when it launches
@@ -68,6 +70,7 @@ def validate(cfg: DictConfig) -> None:
     check_observations(cfg)
     check_replay_buffer(cfg.replay_buffer, cfg.env, cfg.collector)
     check_algorithm(cfg)
+    check_offline(cfg)
     check_ray_cpus(cfg)
     check_learners(cfg)  # its hook check, last, imports rlrun.hooks (torchrl)
     check_env(cfg)  # makes the env once with gymnasium (env.backend=envpool: imports torchrl)
@@ -342,7 +345,80 @@ ACTION_SPACES = {
     "crossq": ("Box",),
     "ddpg": ("Box",),
     "td3": ("Box",),
+    "bc": ("Discrete", "Box"),
+    "cql": ("Discrete", "Box"),
+    "iql": ("Discrete", "Box"),
+    "td3_bc": ("Box",),
 }
+OFFLINE_ALGORITHMS = ("bc", "cql", "iql", "td3_bc")  # they learn from dataset=
+ON_POLICY = ("ppo", "a2c")  # they learn from fresh batches only
+
+
+def check_offline(cfg: DictConfig) -> None:
+    """``dataset=``, ``collector=none`` and the offline algorithms, against each other, the
+    policy and the env; the dataset is on this machine (rlrun downloads nothing)."""
+    name, kind = cfg.algo.name, cfg.collector.kind
+    if not cfg.dataset:
+        if name in OFFLINE_ALGORITHMS:
+            raise ConfigError(
+                f"algo={name} learns from a dataset: set dataset=<Minari dataset id or run "
+                "folder> (rlrun record RUN episodes=N makes one)."
+            )
+        if kind == "none":
+            raise ConfigError(
+                "collector=none learns from a dataset alone: set dataset=<Minari dataset id or "
+                "run folder>, or choose a collector: sync, multi_sync, async or ray."
+            )
+        return
+    if name in ON_POLICY:
+        raise ConfigError(
+            f"algo={name} learns from fresh batches, not from a dataset: use one of "
+            f"{', '.join(OFFLINE_ALGORITHMS)} (or an off-policy algorithm), or drop dataset=."
+        )
+    if name == "bc" and kind != "none":
+        raise ConfigError(
+            f"algo=bc imitates its dataset and has no use for collector={kind}'s frames: use "
+            "collector=none (to fine-tune online, continue with cql, iql or td3_bc)."
+        )
+    if kind == "none" and cfg.algo.get("utd_ratio", 1) != 1:
+        raise ConfigError(
+            "collector=none counts an offline run's optimisation steps as its frames: set "
+            f"algo.utd_ratio=1 (not {cfg.algo.utd_ratio}) and size trainer.total_frames instead."
+        )
+    if kind == "none" and cfg.collector.init_random_frames:
+        raise ConfigError(
+            "collector=none collects nothing, so there are no random frames to wait for: set "
+            "collector.init_random_frames=0."
+        )
+    why = None
+    if cfg.env.atari is not None or cfg.policy.get("kind") in RECURRENT_KINDS:
+        why = "image observations and recurrent policies are not supported offline"
+    elif cfg.env.normalize_observations:
+        why = "a dataset holds raw observations; set env.normalize_observations=false"
+    elif cfg.trainer.learner_backend == "ray":
+        why = "the Ray learners sample their own buffer; set trainer.learner_backend=local"
+    if why:
+        raise ConfigError(f"dataset={cfg.dataset}: {why}.")
+    check_dataset(cfg.dataset)
+
+
+def check_dataset(dataset: str) -> None:
+    """``dataset=`` names a run folder or a Minari dataset on this machine."""
+    import os
+
+    if is_run_dir(Path(dataset).expanduser()):
+        return
+    _need("minari", f"dataset={dataset}")
+    import minari
+
+    if dataset in minari.list_local_datasets():
+        return
+    root = os.environ.get("MINARI_DATASETS_PATH", "~/.minari/datasets")
+    raise ConfigError(
+        f"dataset={dataset} is neither a run folder nor a Minari dataset in {root}; rlrun "
+        f"downloads nothing: fetch it where there is network (minari download {dataset}), or "
+        "record one: rlrun record RUN episodes=N id=NAME."
+    )
 
 
 def import_env_modules(modules: Sequence[str]) -> None:

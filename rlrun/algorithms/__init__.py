@@ -1,7 +1,7 @@
 """Losses and their training-loop glue from the ``algo`` config group, one module per algorithm
 (``ppo``, ``a2c``, ``dqn``, ``c51``, ``sac``, ``discrete_sac``, ``redq``, ``tqc``, ``crossq``,
-``ddpg``, ``td3``); the on-policy ones share ``onpolicy.py``, the off-policy ones
-``offpolicy.py``.
+``ddpg``, ``td3``, and from a dataset ``bc``, ``cql``, ``iql``, ``td3_bc``); the on-policy ones
+share ``onpolicy.py``, the off-policy and offline ones ``offpolicy.py``.
 
 ``make_algorithm`` returns the TorchRL loss module plus the Trainer hooks that feed it (for PPO:
 advantages and minibatches of the collected batch), so ``run.py`` stays a recipe.
@@ -14,16 +14,20 @@ from omegaconf import DictConfig
 
 from rlrun.algorithms.a2c import make_a2c
 from rlrun.algorithms.base import Algorithm
+from rlrun.algorithms.bc import make_bc
 from rlrun.algorithms.c51 import make_c51
+from rlrun.algorithms.cql import make_cql
 from rlrun.algorithms.crossq import make_crossq
 from rlrun.algorithms.ddpg import make_ddpg
 from rlrun.algorithms.discrete_sac import make_discrete_sac
 from rlrun.algorithms.dqn import make_dqn
+from rlrun.algorithms.iql import make_iql
 from rlrun.algorithms.onpolicy import log_prob_error
 from rlrun.algorithms.ppo import make_ppo
 from rlrun.algorithms.redq import make_redq
 from rlrun.algorithms.sac import make_sac
 from rlrun.algorithms.td3 import make_td3
+from rlrun.algorithms.td3_bc import make_td3_bc
 from rlrun.algorithms.tqc import make_tqc
 from rlrun.policies import ActorCritic
 
@@ -39,6 +43,10 @@ BUILDERS = {
     "crossq": make_crossq,
     "ddpg": make_ddpg,
     "td3": make_td3,
+    "bc": make_bc,
+    "cql": make_cql,
+    "iql": make_iql,
+    "td3_bc": make_td3_bc,
 }
 __all__ = ["Algorithm", "BUILDERS", "log_prob_error", "make_algorithm"]
 

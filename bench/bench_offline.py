@@ -1,0 +1,117 @@
+"""Offline RL on Pendulum-v1 from rlrun's own datasets, as a user chains the commands (issue #32):
+train SAC online (+experiment=sac, 20k frames), record an expert dataset (the policy as trained)
+and a medium one (Gaussian noise of 0.5 x half the action range), train bc, iql, td3_bc and cql
+offline on each, then fine-tune the IQL run of the medium dataset online (init_from). Scores are
+Minari's normalised ones: 0 is the random policy's return, 1 the noise-free policy's (the
+datasets' ref_min_score and ref_max_score). Writes bench/results/offline.{json,md}.
+
+    .venv/bin/python bench/bench_offline.py [steps]      (default 10000 optimisation steps;
+                                                          cql gets a third: ~6 steps/s on CPU)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from datetime import date
+from pathlib import Path
+
+from common import BIN, RESULTS, machine, run_rlrun
+
+ALGOS = ("bc", "iql", "td3_bc", "cql")
+EPISODES = 50  # per dataset (10k transitions)
+EVAL = 10  # evaluation episodes
+
+
+def record(run_dir: Path, name: str, noise: float, cwd: Path) -> dict:
+    """``rlrun record``; returns what it wrote (``<run>/datasets/<name>.json``)."""
+    dataset_id = f"rlrun/pendulum/{name}-v0"
+    command = [str(BIN / "rlrun"), "record", str(run_dir), f"episodes={EPISODES}",
+               f"noise={noise}", f"id={dataset_id}"]  # fmt: skip
+    proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-2000:])
+    return json.loads((run_dir / "datasets" / f"{name}-v0.json").read_text())
+
+
+def score(ret: float, dataset: dict) -> float:
+    low, high = dataset["ref_min_score"], dataset["ref_max_score"]
+    return (ret - low) / (high - low)
+
+
+def main() -> int:
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+    out = {"date": date.today().isoformat(), "machine": machine(), "steps": steps, "runs": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
+        os.environ["MINARI_DATASETS_PATH"] = str(cwd / "datasets")
+        sac = run_rlrun(["+experiment=sac", "seed=0"], cwd)
+        out["sac"] = {"eval_return_last": sac["eval_return_last"], "frames": sac["frames"]}
+        datasets = {
+            "expert": record(sac["run_dir"], "expert", 0.0, cwd),
+            "medium": record(sac["run_dir"], "medium", 0.5, cwd),
+        }
+        kept = ("id", "episodes", "noise", "return_mean", "ref_min_score", "ref_max_score")
+        out["datasets"] = {k: {key: v[key] for key in kept} for k, v in datasets.items()}
+        offline = {}
+        for name, dataset in datasets.items():
+            for algo in ALGOS:
+                n = steps // 3 if algo == "cql" else steps
+                args = [f"+experiment={algo}", f"dataset={dataset['id']}",
+                        f"trainer.total_frames={n}", f"eval.every_frames={n}",
+                        f"eval.episodes={EVAL}"]  # fmt: skip
+                print(f"-- rlrun {' '.join(args)}", flush=True)
+                found = run_rlrun(args, cwd)
+                offline[name, algo] = found
+                ret = found["eval_return_last"]
+                out["runs"].append({
+                    "dataset": name, "algo": algo, "steps": n, "command": "rlrun " + " ".join(args),
+                    "eval_return": ret, "score": score(ret, dataset),
+                    "dataset_score": score(dataset["return_mean"], dataset),
+                    "wall_s": round(found["process_s"]),
+                })  # fmt: skip
+                print(f"   {out['runs'][-1]}", flush=True)
+        frames = 5000
+        base = offline["medium", "iql"]
+        args = ["+experiment=iql", f"dataset={datasets['medium']['id']}", "collector=sync",
+                f"init_from={base['run_dir']}", f"trainer.total_frames={frames}",
+                "collector.frames_per_batch=200", f"eval.every_frames={frames}",
+                f"eval.episodes={EVAL}"]  # fmt: skip
+        print(f"-- rlrun {' '.join(args)}", flush=True)
+        online = run_rlrun(args, cwd)
+        out["offline_to_online"] = {
+            "command": "rlrun " + " ".join(args), "frames": frames,
+            "offline_eval_return": base["eval_return_last"],
+            "online_eval_return": online["eval_return_last"],
+            "offline_score": score(base["eval_return_last"], datasets["medium"]),
+            "online_score": score(online["eval_return_last"], datasets["medium"]),
+        }  # fmt: skip
+        print(f"   {out['offline_to_online']}", flush=True)
+    (RESULTS / "offline.json").write_text(json.dumps(out, indent=1) + "\n")
+    rows = [f"| {r['dataset']} | {r['algo']} | {r['steps']} | {r['eval_return']:.1f} | "
+            f"{r['score']:.2f} | {r['dataset_score']:.2f} | {r['wall_s']} |"
+            for r in out["runs"]]  # fmt: skip
+    o = out["offline_to_online"]
+    lines = [
+        f"# Offline RL on Pendulum-v1 ({out['date']}, {out['machine']})", "",
+        f"`.venv/bin/python bench/bench_offline.py {steps}`: SAC trained online "
+        f"({out['sac']['frames']} frames, evaluation return {out['sac']['eval_return_last']:.1f}), "
+        f"{EPISODES} episodes recorded without noise (expert) and with noise 0.5 (medium). "
+        "Score: Minari's normalised score (0: random policy, 1: the noise-free policy), "
+        f"final evaluation over {EVAL} episodes, one seed.", "",
+        "| dataset | algo | optimisation steps | eval return | score | dataset's score | wall s |",
+        "|---|---|---|---|---|---|---|", *rows, "",
+        f"Offline to online: `{o['command']}`: {o['offline_eval_return']:.1f} "
+        f"(score {o['offline_score']:.2f}) offline, {o['online_eval_return']:.1f} "
+        f"(score {o['online_score']:.2f}) after {o['frames']} collected frames.",
+    ]  # fmt: skip
+    (RESULTS / "offline.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

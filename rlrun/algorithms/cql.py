@@ -1,0 +1,41 @@
+"""CQL (``algo=cql``; Kumar et al. 2020): conservative Q-learning, continuous or discrete by the
+env's action space. Continuous: TorchRL's ``CQLLoss`` on SAC's networks (TanhNormal actor,
+twin Q, learned temperature), the conservative term weighted by ``algo.min_q_weight`` (or tuned
+by a Lagrange multiplier, ``algo.with_lagrange``). Discrete: ``DiscreteCQLLoss`` on DQN's Q
+network, acting greedily. Soft target updates either way."""
+
+from __future__ import annotations
+
+import torch
+from omegaconf import DictConfig
+from torchrl.objectives import CQLLoss, DiscreteCQLLoss
+
+from rlrun.algorithms.base import Algorithm
+from rlrun.algorithms.offpolicy import off_policy, require_qvalue
+from rlrun.policies import ActorCritic
+
+
+def make_cql(
+    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
+) -> Algorithm:
+    """CQL on ``ac.actor`` and ``ac.qvalue`` (discrete: ``ac.qvalue`` is the greedy actor)."""
+    spec = ac.actor.spec["action"]
+    if spec.domain == "discrete":
+        require_qvalue(ac, "cql", "make_qvalue_actor", "cql_discrete")
+        loss = DiscreteCQLLoss(
+            ac.qvalue, loss_function=cfg.loss_function, delay_value=True, action_space=spec
+        )
+        return off_policy(cfg, loss, frames_per_batch)
+    require_qvalue(ac, "cql", "make_sac_networks", "cql")
+    loss = CQLLoss(
+        ac.actor,
+        ac.qvalue,
+        loss_function=cfg.loss_function,
+        alpha_init=cfg.alpha_init,
+        target_entropy=-float(spec.shape[-1]),
+        min_q_weight=cfg.min_q_weight,
+        num_random=cfg.num_random,
+        with_lagrange=cfg.with_lagrange,
+        lagrange_thresh=cfg.lagrange_thresh,
+    )
+    return off_policy(cfg, loss, frames_per_batch)

@@ -1,0 +1,304 @@
+"""Offline data (``dataset=``): where a run's data comes from, and a dataset as TorchRL buffer.
+
+Where the data comes from is decided once, by :func:`data_source`:
+
+- ``collector``: no dataset, the collector fills the replay buffer (every online run);
+- ``dataset``: ``collector=none``, an offline run. :class:`DatasetFeed` stands in for the
+  collector in TorchRL's Trainer loop: it steps no env, and each of its "batches" is
+  ``collector.frames_per_batch`` optimisation steps, so the run's frames are its optimisation
+  steps (``trainer.total_frames``, ``eval.every_frames`` and ``checkpoint.every_frames`` count
+  them). Samples come from the dataset alone (:class:`DatasetSampler`).
+- ``both``: a dataset and a collector (offline to online, as TorchRL's offline-to-online
+  recipe): TorchRL's ``OfflineToOnlineReplayBuffer`` draws ``replay_buffer.offline_fraction``
+  of each sample from the dataset, the rest from the frames collected since, annealed to 0 over
+  ``replay_buffer.offline_anneal_frames`` (TorchRL's own hooks).
+
+A dataset is a Minari dataset on this machine (``MINARI_DATASETS_PATH``, by default
+``~/.minari/datasets``; ``rlrun record`` writes them), read by TorchRL's
+``MinariExperienceReplay`` with ``load_from_local_minari`` (nothing is downloaded), or a run
+folder: the replay buffer of its newest checkpoint. Its samples are cast to the env's specs
+(dtypes, one-hot actions) and keep only the transition keys the losses read, so offline and
+online samples can be concatenated. A dataset whose spaces differ from the env's is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import OfflineToOnlineReplayBuffer, ReplayBuffer, TensorSpec
+from torchrl.envs import EnvBase
+from torchrl.trainers import Trainer, TrainerHookBase
+from torchrl.trainers.algorithms.offline_to_online import (
+    OfflineToOnlineAnnealHook,
+    OfflineToOnlineReplayBufferHook,
+)
+
+from rlrun.buffers import (
+    UniformSampler,
+    fuses_sampling,
+    make_replay_buffer,
+    make_replay_buffer_hook,
+)
+from rlrun.devices import Placement
+from rlrun.errors import ConfigError
+from rlrun.learners import make_remote_replay_buffer
+
+log = logging.getLogger(__name__)
+Source = Literal["collector", "dataset", "both"]
+# what every loss reads of a transition (TorchRL's TED format)
+TRANSITION = (
+    "observation",
+    "action",
+    ("next", "observation"),
+    ("next", "reward"),
+    ("next", "done"),
+    ("next", "terminated"),
+    ("next", "truncated"),
+)
+
+
+def data_source(cfg: DictConfig) -> Source:
+    """Collector, dataset or both: the one place a run's source of data is decided."""
+    if not cfg.dataset:
+        return "collector"
+    return "dataset" if cfg.collector.kind == "none" else "both"
+
+
+def is_run_folder(dataset: str) -> bool:
+    from rlrun.run_dirs import is_run_dir
+
+    return is_run_dir(Path(dataset).expanduser())
+
+
+class DatasetFeed:
+    """What TorchRL's Trainer iterates in an offline run instead of a collector: empty batches of
+    ``steps`` "frames" each, until ``total`` (the Trainer counts them as frames and runs
+    ``steps`` optimisation steps on each: the run's frames are its optimisation steps)."""
+
+    init_random_frames = 0
+
+    def __init__(self, steps: int, total: int) -> None:
+        self.steps = steps
+        self.total = total
+        self.done = 0  # steps handed out so far (restored from the Trainer's counter on resume)
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        while self.done < self.total:
+            n = min(self.steps, self.total - self.done)
+            self.done += n
+            yield TensorDict(batch_size=[n])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"done": self.done}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.done = int(state_dict.get("done", 0))
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        return seed
+
+    def update_policy_weights_(self, *args: Any, **kwargs: Any) -> None:
+        """No copy of the policy to update: evaluation runs the trained one."""
+
+    def shutdown(self) -> None:
+        """Nothing runs on its own."""
+
+
+def load_dataset(cfg: DictConfig, env: EnvBase, scratch: Path) -> ReplayBuffer:
+    """``dataset=`` as a replay buffer of ``replay_buffer.batch_size`` samples in the env's
+    format; a Minari dataset is converted into ``scratch`` (memory-mapped) first."""
+    if is_run_folder(cfg.dataset):
+        buffer = _run_buffer(Path(cfg.dataset).expanduser(), scratch)
+    else:
+        buffer = _minari_buffer(cfg.dataset, cfg.replay_buffer.batch_size, scratch)
+    if not len(buffer):
+        raise ConfigError(f"dataset={cfg.dataset} holds no transitions.")
+    cast = EnvFormat(env, cfg.dataset)
+    cast.check(buffer[:1])
+    buffer.append_transform(cast)
+    return buffer
+
+
+def _minari_buffer(dataset_id: str, batch_size: int, scratch: Path) -> ReplayBuffer:
+    from torchrl.data.datasets import MinariExperienceReplay
+
+    logging.getLogger("torchrl").setLevel(logging.WARNING)  # its per-episode progress lines
+    with contextlib.redirect_stderr(io.StringIO()):  # and its progress bar over the steps
+        return MinariExperienceReplay(
+            dataset_id, batch_size, root=scratch, load_from_local_minari=True, download=False
+        )
+
+
+def _run_buffer(run_dir: Path, scratch: Path) -> ReplayBuffer:
+    """A run's replay buffer as its newest checkpoint saved it, rebuilt from its config."""
+    from rlrun.buffers import make_replay_buffer
+    from rlrun.checkpoints import VerifiedCheckpoint, find_checkpoint
+    from rlrun.devices import placement
+
+    saved = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    key = "dataset"
+    if saved.algo.name in ("ppo", "a2c"):
+        raise ConfigError(
+            f"dataset={run_dir}: algo={saved.algo.name} keeps no replay buffer; give an "
+            "off-policy run, or record its policy: rlrun record RUN episodes=N."
+        )
+    checkpoint = find_checkpoint(run_dir, "torch", key=key)
+    if checkpoint is None:
+        raise ConfigError(f"dataset={run_dir}: the run has no checkpoint holding its buffer.")
+    saved.device = "cpu"
+    buffer = make_replay_buffer(saved.replay_buffer, scratch, placement(saved))
+    VerifiedCheckpoint(replay_buffer=buffer).load(checkpoint, components=["replay_buffer"])
+    return buffer
+
+
+class EnvFormat:
+    """A buffer transform: a dataset's transitions as the env gives them (dtypes, one-hot
+    actions), only the keys of :data:`TRANSITION`."""
+
+    def __init__(self, env: EnvBase, dataset: str) -> None:
+        self.dataset = dataset
+        self.specs: dict[Any, TensorSpec] = {
+            "observation": env.observation_spec["observation"],
+            "action": env.full_action_spec["action"],
+            ("next", "reward"): env.full_reward_spec["reward"],
+        }
+        self.specs[("next", "observation")] = self.specs["observation"]
+        self.batch_ndim = len(env.batch_size)
+
+    def check(self, sample: TensorDictBase) -> None:
+        """Refuse a dataset whose observations or actions are not the env's."""
+        for key in ("observation", "action"):
+            spec = self.specs[key]
+            want = spec.shape[self.batch_ndim :]
+            got = sample.get(key).shape[1:]
+            if spec.domain == "discrete" and key == "action":
+                n = spec.space.n
+                ok = got in (torch.Size([]), torch.Size([1]), torch.Size([n]))
+            else:
+                ok = got == want and sample.get(key).is_floating_point()
+            if not ok:
+                raise ConfigError(
+                    f"dataset={self.dataset}: its {key}s have shape {tuple(got)}, the env's "
+                    f"{tuple(want)} ({spec.domain}); record a dataset of this env, or choose "
+                    "the env it was recorded in (env.id=...)."
+                )
+
+    def __call__(self, data: TensorDictBase) -> TensorDictBase:
+        out = data.select(*TRANSITION, strict=False)
+        for key, spec in self.specs.items():
+            value = out.get(key)
+            one_hot = spec.domain == "discrete" and value.shape[-1:] != spec.shape[-1:]
+            if key == "action" and one_hot:
+                value = torch.nn.functional.one_hot(value.long().reshape(-1), spec.space.n)
+            elif key == ("next", "reward") and value.ndim == 1:
+                value = value.unsqueeze(-1)
+            out.set(key, value.to(spec.dtype))
+        return out
+
+
+class DatasetSampler(TrainerHookBase):
+    """An offline run's replay: each optimisation step's sample from the dataset, on the
+    learner's device. The dataset is never written, so checkpoints do not hold it."""
+
+    def __init__(self, dataset: ReplayBuffer, device: torch.device) -> None:
+        self.dataset = dataset
+        self.device = device
+
+    def sample(self, batch: TensorDictBase) -> TensorDictBase:
+        return self.dataset.sample().to(self.device, non_blocking=True)
+
+    def register(self, trainer: Trainer, name: str = "dataset") -> None:
+        trainer.register_op("process_optim_batch", self.sample)
+
+
+@dataclass
+class Replay:
+    """What the loss samples from: ``buffer`` for the Trainer to checkpoint (none for a
+    dataset, which is never written), ``sampler`` when the update step samples the storage
+    itself, and the ``hooks`` that fill the buffer and draw each optimisation step's sample."""
+
+    buffer: Any = None
+    sampler: UniformSampler | None = None
+    hooks: list[TrainerHookBase] = field(default_factory=list)
+
+
+def make_replay(
+    cfg: DictConfig,
+    source: Source,
+    off_policy: bool,
+    env: EnvBase,
+    run_dir: Path,
+    where: Placement,
+    remote: bool,
+    reads: bool,
+    started: ExitStack,
+) -> Replay:
+    """The replay of ``source``: collected frames (off-policy algorithms; a Ray actor's buffer
+    with ``remote`` learners), the dataset alone, or both mixed (TorchRL's offline-to-online
+    buffer and hooks). ``reads``: a configured hook reads the samples, so the update step may
+    not sample the storage itself."""
+    if remote:
+        return Replay(make_remote_replay_buffer(cfg.replay_buffer, cfg.trainer.num_learners))
+    if source == "collector":
+        if not off_policy:
+            return Replay()
+        buffer = make_replay_buffer(cfg.replay_buffer, run_dir, where, cfg.env.atari)
+        fused = fuses_sampling(cfg.replay_buffer, where) and not reads
+        sampler = UniformSampler(buffer) if fused else None  # sampled inside the update step
+        return Replay(buffer, sampler, [make_replay_buffer_hook(buffer, where, sampler)])
+    dataset = load_dataset(cfg, env, scratch_folder(started))
+    if source == "dataset":
+        return Replay(hooks=[DatasetSampler(dataset, where.learner)])
+    rb = cfg.replay_buffer
+    online = make_replay_buffer(rb, run_dir, where, cfg.env.atari)
+    mixed = OfflineToOnlineReplayBuffer(
+        Transitions(dataset), online_storage=online.storage, offline_fraction=rb.offline_fraction
+    )
+    hooks = [OfflineToOnlineReplayBufferHook(mixed, batch_size=rb.batch_size, device=where.learner)]
+    if rb.offline_anneal_frames:
+        hooks.append(_Anneal(mixed, rb.offline_anneal_frames))
+    return Replay(hooks=hooks)
+
+
+class Transitions:
+    """The dataset as the offline-to-online buffer samples it: without the sampler's ``index``,
+    which collected frames do not have (the two samples are concatenated)."""
+
+    def __init__(self, dataset: ReplayBuffer) -> None:
+        self.dataset = dataset
+
+    def sample(self, batch_size: int | None = None) -> TensorDictBase:
+        return self.dataset.sample(batch_size).exclude("index")
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+
+class _Anneal(OfflineToOnlineAnnealHook):
+    """TorchRL's annealing hook, given its trainer when registered."""
+
+    def __init__(self, mixed: OfflineToOnlineReplayBuffer, frames: int) -> None:
+        super().__init__(None, mixed, frames)
+
+    def register(self, trainer: Trainer, name: str = "offline_to_online_anneal") -> None:
+        self.trainer = trainer
+        super().register(trainer, name)
+
+
+def scratch_folder(started: ExitStack) -> Path:
+    """A temporary folder for the converted dataset, removed when the run ends."""
+    folder = Path(tempfile.mkdtemp(prefix="rlrun-dataset-"))
+    started.callback(shutil.rmtree, folder, ignore_errors=True)
+    return folder
