@@ -1,13 +1,17 @@
 """One training job, top to bottom: the recipe that turns a composed config into a Trainer.
 
-placement -> seed -> env -> policy -> loss -> collector -> replay buffer -> optimizer and update
-step -> loggers -> Trainer -> hooks -> evaluation -> checkpoints (resume) -> train -> summary.json
+placement -> seed -> env -> policy -> loss -> collector (or a dataset's feed) -> replay (collected
+frames, a dataset, or both) -> optimizer and update step -> loggers -> Trainer -> hooks ->
+evaluation -> checkpoints (resume, init_from) -> train -> summary.json
 
 What happens to each collected batch (TorchRL's Trainer calls the stages in this order; within a
 stage, hooks act in the order ``build_trainer`` registers them, the ``hooks`` config last):
 
 1. ``batch_process``: off-policy, the batch goes into the replay buffer; PPO computes advantages
-   and fills its minibatch storage; DQN anneals epsilon.
+   and fills its minibatch storage; DQN anneals epsilon. An offline run (``collector=none``)
+   collects nothing: its "batch" is ``collector.frames_per_batch`` optimisation steps, each
+   sampling the dataset (``rlrun/datasets.py``); with a dataset and a collector, collected
+   frames join the online half of TorchRL's offline-to-online buffer (``pre_epoch``).
 2. ``pre_steps_log``: episode returns and lengths, frames/s, PPO's log-prob check, epsilon.
 3. unless still in ``collector.init_random_frames``, for each epoch and optimisation step:
    ``process_optim_batch`` (PPO's minibatch, or a prioritized/slice replay sample, on the
@@ -422,6 +426,7 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
             saver.register(trainer)
         if init is not None:  # offline to online: another run's networks, fresh counters
             load_networks(trainer, init)
+            print(f"rlrun: networks from {shown(init)}", flush=True)
         if checkpoint is not None:
             load_checkpoint(trainer, checkpoint, saver)
             continue_progress_bar(trainer)

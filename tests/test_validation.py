@@ -43,6 +43,21 @@ CASES = {
     ),
     "continuous algo, discrete env": (["+experiment=sac", "env=cartpole"], "needs a Box action"),
     "recurrent policy": (["+experiment=dqn", "policy=lstm"], "cannot train a recurrent policy"),
+    "offline algo without a dataset": (["+experiment=iql"], "algo=iql learns from a dataset: set"),
+    "missing dataset": (
+        ["+experiment=iql", "dataset=nobody/nothing-v0"],
+        "dataset=nobody/nothing-v0 is neither a run folder nor a Minari dataset in",
+    ),
+    "bc with a collector": (
+        ["+experiment=bc", "dataset=x/y-v0", "collector=sync"],
+        "algo=bc imitates its dataset and has no use for collector=sync's frames",
+    ),
+    "random frames offline": (
+        ["+experiment=iql", "dataset=x/y-v0", "collector.init_random_frames=100"],
+        "collector=none collects nothing, so there are no random frames to wait for",
+    ),
+    "on-policy from a dataset": (["dataset=x/y-v0"], "algo=ppo learns from fresh batches"),
+    "no collector, no dataset": (["+experiment=sac", "collector=none"], "collector=none learns"),
     "recurrent mode": (["policy=gru", "policy.recurrent_mode.collect=true"], "set it to false"),
     "factory without workers": (
         ["collector.policy_factory=rlrun.policies.make_actor_critic"],
