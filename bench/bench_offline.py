@@ -34,7 +34,7 @@ def record(run_dir: Path, name: str, noise: float, cwd: Path) -> dict:
     proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(proc.stderr[-2000:])
-    return json.loads((run_dir / "datasets" / f"{name}-v0.json").read_text())
+    return json.loads((run_dir / "datasets" / f"{dataset_id.replace('/', '_')}.json").read_text())
 
 
 def score(ret: float, dataset: dict) -> float:

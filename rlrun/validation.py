@@ -393,7 +393,7 @@ def check_offline(cfg: DictConfig) -> None:
     if cfg.collector.init_random_frames:  # TorchRL's offline-to-online hook would skip them
         raise ConfigError(
             f"dataset={cfg.dataset} gives learning its start, so there are no random frames to "
-            f"wait for: set collector.init_random_frames=0 (not {cfg.collector.init_random_frames})."
+            "wait for: set collector.init_random_frames=0."
         )
     why = None
     if cfg.env.atari is not None or cfg.policy.get("kind") in RECURRENT_KINDS:

@@ -17,7 +17,8 @@ pytest.importorskip("minari")
 
 # optimisation steps in batches of 10, evaluated once at the end
 OFFLINE = ["trainer.total_frames=20", "collector.frames_per_batch=10", "eval.every_frames=20",
-           "eval.episodes=1", "replay_buffer.batch_size=32", "trainer.progress_bar=false"]  # fmt: skip
+           "eval.episodes=1", "replay_buffer.batch_size=32",
+           "trainer.progress_bar=false"]  # fmt: skip
 SAC = ["+experiment=sac", "trainer.total_frames=400", "collector.init_random_frames=200",
        "replay_buffer.batch_size=32", "trainer.progress_bar=false"]  # fmt: skip
 DQN = ["+experiment=dqn", "trainer.total_frames=400", "collector.frames_per_batch=200",
@@ -31,8 +32,18 @@ def record(run: Path, dataset: str, cwd: Path, env: dict) -> None:
     assert f"Minari dataset {dataset}" in proc.stdout
 
 
-def sweep_jobs(root: Path) -> list[Path]:
-    return sorted(p.parent for p in (root / "outputs" / "multirun").rglob("summary.json"))
+def offline_jobs(root: Path, count: int) -> list[Path]:
+    """The offline sweeps' jobs under ``root``, each completed: 20 optimisation steps (its
+    frames), logged as such, and an evaluation in the env."""
+    jobs = sorted(p.parent for p in (root / "outputs" / "multirun").rglob("summary.json"))
+    assert len(jobs) == count
+    for job in jobs:
+        done = summary(job)
+        assert done["status"] == "completed" and done["frames"] == 20, job
+        assert done["eval_return_last"] is not None
+        steps = (job / "csv" / "scalars" / "train" / "optim_steps.csv").read_text().split()
+        assert steps[-1] == "20,20.0"  # a frame of an offline run is one optimisation step
+    return jobs
 
 
 def test_record_offline_resume_then_online(workdir: Path) -> None:
@@ -45,14 +56,7 @@ def test_record_offline_resume_then_online(workdir: Path) -> None:
     presets = "bc,iql,td3_bc,cql"
     run_rlrun("-m", f"+experiment={presets}", "dataset=rlrun/pendulum/tiny-v0", *OFFLINE,
               cwd=workdir, env=env)  # fmt: skip
-    jobs = sweep_jobs(workdir)
-    assert len(jobs) == 4
-    for job in jobs:
-        done = summary(job)
-        assert done["status"] == "completed" and done["frames"] == 20, job
-        assert done["eval_return_last"] is not None
-        steps = (job / "csv" / "scalars" / "train" / "optim_steps.csv").read_text().split()
-        assert steps[-1] == "20,20.0"  # a frame of an offline run is one optimisation step
+    jobs = offline_jobs(workdir, 4)
     iql = next(j for j in jobs if "iql" in (j / ".hydra" / "overrides.yaml").read_text())
 
     # resumed: 10 more steps, from its checkpoint
@@ -66,7 +70,8 @@ def test_record_offline_resume_then_online(workdir: Path) -> None:
     online = ["+experiment=iql", "dataset=rlrun/pendulum/tiny-v0", "collector=sync",
               f"init_from={iql}", "trainer.total_frames=400", "collector.frames_per_batch=200",
               "replay_buffer.offline_anneal_frames=400", "optim.lr=1e-12",
-              "replay_buffer.batch_size=32", "eval.every_frames=0", "trainer.progress_bar=false"]  # fmt: skip
+              "replay_buffer.batch_size=32", "eval.every_frames=0",
+              "trainer.progress_bar=false"]  # fmt: skip
     proc = run_rlrun(*online, cwd=workdir, env=env)
     assert "rlrun: networks from" in proc.stdout
     run = next(r for r in run_dirs(workdir) if r not in (sac,))
@@ -97,12 +102,7 @@ def test_discrete_offline_and_mismatched_spaces(workdir: Path) -> None:
     bc = ["+experiment=bc", "env=cartpole", "env.num_envs=1", "dataset=rlrun/cartpole/tiny-v0",
           "policy._target_=rlrun.policies.make_actor_critic"]  # fmt: skip
     run_rlrun("-m", *bc, *OFFLINE, cwd=workdir, env=env)
-    jobs = sweep_jobs(workdir)
-    assert len(jobs) == 3
-    for job in jobs:
-        done = summary(job)
-        assert done["status"] == "completed" and done["frames"] == 20, job
-        assert done["eval_return_last"] is not None
+    offline_jobs(workdir, 3)
 
     # a CartPole dataset for a Pendulum run: one line, exit 2
     proc = run_rlrun("+experiment=iql", "dataset=rlrun/cartpole/tiny-v0", *OFFLINE, cwd=workdir,

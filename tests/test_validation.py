@@ -57,6 +57,7 @@ CASES = {
         "collector=none collects nothing, so there are no random frames to wait for",
     ),
     "on-policy from a dataset": (["dataset=x/y-v0"], "algo=ppo learns from fresh batches"),
+    "random frames with a dataset": (["+experiment=sac", "dataset=x/y-v0"], "gives learning its"),
     "no collector, no dataset": (["+experiment=sac", "collector=none"], "collector=none learns"),
     "recurrent mode": (["policy=gru", "policy.recurrent_mode.collect=true"], "set it to false"),
     "factory without workers": (
