@@ -192,7 +192,7 @@ def cpu_placement(**changes):
 # 5 worker-minutes, 2026-11-25), then the long files; a long unit left for the end keeps one
 # worker busy while the other idles
 GROUPS_FIRST = ("ray", "docs-tutorial", "docs-guides", "sweeps", "hooks")
-LONG_FILES = ("test_updates.py", "test_folder_lock.py", "test_loggers.py", "test_record.py",
+LONG_FILES = ("test_updates.py", "test_folder_lock.py", "test_loggers.py", "test_offline.py",
               "test_algorithms.py")  # fmt: skip
 
 

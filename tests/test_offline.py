@@ -1,19 +1,22 @@
 """Offline RL from the console script (issue #32): an online run, its policy recorded as a Minari
-dataset, offline algorithms trained from it (and from a run's own replay buffer), an offline run
-resumed, then continued online from its networks with a collector; refusals in one line."""
+dataset (``rlrun record``, read back with Minari itself), offline algorithms trained from it (and
+from a run's own replay buffer), an offline run resumed, then continued online from its networks
+with a collector; refusals in one line."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import run_dirs, run_rlrun, summary
 
 import rlrun
 
-pytest.importorskip("minari")
+minari = pytest.importorskip("minari")
 
 # optimisation steps in batches of 10, evaluated once at the end
 OFFLINE = ["trainer.total_frames=20", "collector.frames_per_batch=10", "eval.every_frames=20",
@@ -26,10 +29,23 @@ DQN = ["+experiment=dqn", "trainer.total_frames=400", "collector.frames_per_batc
        "trainer.progress_bar=false"]  # fmt: skip
 
 
-def record(run: Path, dataset: str, cwd: Path, env: dict) -> None:
-    proc = run_rlrun("record", str(run), "episodes=2", "noise=0.3", "ref_episodes=1",
-                     f"id={dataset}", cwd=cwd, env=env)  # fmt: skip
+def record(run: Path, cwd: Path, env: dict, *options: str) -> str:
+    """``rlrun record RUN episodes=2 ...``; returns the id of the dataset it wrote."""
+    proc = run_rlrun("record", str(run), "episodes=2", "ref_episodes=1", *options, cwd=cwd,
+                     env=env)  # fmt: skip
+    (written,) = (run / "datasets").glob("*.json")
+    dataset = json.loads(written.read_text())["id"]
     assert f"Minari dataset {dataset}" in proc.stdout
+    return dataset
+
+
+def load(root: Path, dataset_id: str):
+    """The dataset as any Minari user loads it (Minari reads its root when called)."""
+    os.environ["MINARI_DATASETS_PATH"] = str(root / "datasets")
+    try:
+        return minari.load_dataset(dataset_id)
+    finally:
+        del os.environ["MINARI_DATASETS_PATH"]
 
 
 def offline_jobs(root: Path, count: int) -> list[Path]:
@@ -50,7 +66,26 @@ def test_record_offline_resume_then_online(workdir: Path) -> None:
     env = {"MINARI_DATASETS_PATH": str(workdir / "datasets")}
     run_rlrun(*SAC, cwd=workdir)
     (sac,) = run_dirs(workdir)
-    record(sac, "rlrun/pendulum/tiny-v0", workdir, env)
+    record(sac, workdir, env, "noise=0.3", "id=rlrun/pendulum/tiny-v0")
+    dataset = load(workdir, "rlrun/pendulum/tiny-v0")
+    assert dataset.total_episodes == 2 and dataset.total_steps == 400
+    episode = next(dataset.iterate_episodes())
+    assert episode.observations.shape == (201, 3) and episode.actions.shape == (200, 1)
+    assert np.all(np.abs(episode.actions) <= 2.0)  # noise clipped to Pendulum's bounds
+    assert episode.truncations[-1] and not episode.terminations.any()
+    assert dataset.spec.env_spec.id == "Pendulum-v1"
+    written = json.loads((sac / "datasets" / "rlrun_pendulum_tiny-v0.json").read_text())
+    assert written["noise"] == 0.3 and written["episodes"] == 2
+    returns = [float(e.rewards.sum()) for e in dataset.iterate_episodes()]
+    assert written["return_mean"] == pytest.approx(np.mean(returns))
+    score = minari.get_normalized_score(dataset, np.array([written["ref_max_score"]]))
+    assert score == pytest.approx(1.0)  # ref scores stored: the policy without noise is 1
+    # the same id again: refused, the dataset kept
+    proc = run_rlrun("record", str(sac), "episodes=1", "id=rlrun/pendulum/tiny-v0",
+                     cwd=workdir, env=env, check=False)  # fmt: skip
+    assert proc.returncode == 2 and "exists already" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert load(workdir, "rlrun/pendulum/tiny-v0").total_episodes == 2
 
     # every continuous offline algorithm, in one sweep over their presets
     presets = "bc,iql,td3_bc,cql"
@@ -96,27 +131,36 @@ def test_discrete_offline_and_mismatched_spaces(workdir: Path) -> None:
     env = {"MINARI_DATASETS_PATH": str(workdir / "datasets")}
     run_rlrun(*DQN, cwd=workdir)
     (dqn,) = run_dirs(workdir)
-    record(dqn, "rlrun/cartpole/tiny-v0", workdir, env)
-    run_rlrun("-m", "+experiment=cql_discrete,iql_discrete", "dataset=rlrun/cartpole/tiny-v0",
-              *OFFLINE, cwd=workdir, env=env)  # fmt: skip
-    bc = ["+experiment=bc", "env=cartpole", "env.num_envs=1", "dataset=rlrun/cartpole/tiny-v0",
+    tiny = record(dqn, workdir, env, "noise=0.1")  # a discrete policy, the default id
+    assert tiny == f"rlrun/cartpole/dqn-{dqn.name}-v0"
+    episode = next(load(workdir, tiny).iterate_episodes())
+    assert set(np.unique(episode.actions)) <= {0, 1}
+    run_rlrun("-m", "+experiment=cql_discrete,iql_discrete", f"dataset={tiny}", *OFFLINE,
+              cwd=workdir, env=env)  # fmt: skip
+    bc = ["+experiment=bc", "env=cartpole", "env.num_envs=1", f"dataset={tiny}",
           "policy._target_=rlrun.policies.make_actor_critic"]  # fmt: skip
     run_rlrun("-m", *bc, *OFFLINE, cwd=workdir, env=env)
     offline_jobs(workdir, 3)
 
     # a CartPole dataset for a Pendulum run: one line, exit 2
-    proc = run_rlrun("+experiment=iql", "dataset=rlrun/cartpole/tiny-v0", *OFFLINE, cwd=workdir,
-                     env=env, check=False)  # fmt: skip
+    proc = run_rlrun("+experiment=iql", f"dataset={tiny}", *OFFLINE, cwd=workdir, env=env,
+                     check=False)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "rlrun: error: dataset=rlrun/cartpole/tiny-v0: its observations have shape (4,), the "
+        f"rlrun: error: dataset={tiny}: its observations have shape (4,), the "
         "env's (3,) (continuous); record a dataset of this env, or choose the env it was "
         "recorded in (env.id=...)."
     ]
     # networks of another algorithm: one line, exit 2
     proc = run_rlrun("+experiment=iql", "env=cartpole", "env.num_envs=1", f"init_from={dqn}",
-                     "dataset=rlrun/cartpole/tiny-v0", *OFFLINE, cwd=workdir, env=env,
+                     f"dataset={tiny}", *OFFLINE, cwd=workdir, env=env,
                      check=False)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.startswith("rlrun: error: init_from=") and "do not fit" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_record_wants_a_run_folder(workdir: Path) -> None:
+    (workdir / "outputs").mkdir()
+    proc = run_rlrun("record", str(workdir), "episodes=2", cwd=workdir, check=False)
+    assert proc.returncode == 2 and "not a run folder" in proc.stderr
