@@ -132,7 +132,14 @@ def load_dataset(cfg: DictConfig, env: EnvBase, scratch: Path) -> ReplayBuffer:
 
 
 def _minari_buffer(dataset_id: str, batch_size: int, scratch: Path) -> ReplayBuffer:
+    import minari
     from torchrl.data.datasets import MinariExperienceReplay
+
+    if minari.load_dataset(dataset_id).total_episodes < 2:  # its max(*episode ids) of one id
+        raise ConfigError(
+            f"dataset={dataset_id} holds one episode, and TorchRL 0.14.1's "
+            "MinariExperienceReplay reads two or more: record more (rlrun record RUN episodes=N)."
+        )
 
     logging.getLogger("torchrl").setLevel(logging.WARNING)  # its per-episode progress lines
     with contextlib.redirect_stderr(io.StringIO()):  # and its progress bar over the steps
