@@ -143,17 +143,20 @@ def write_summary(run_dir: Path, stats: EpisodeStats, frames: int, status: str, 
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
-def print_summary(run_dir: Path, stats: EpisodeStats, frames: int, status: str) -> None:
+def print_summary(
+    run_dir: Path, stats: EpisodeStats, frames: int, status: str, unit: str = "frames"
+) -> None:
     """The run's last lines: what happened, and the command that continues or reports it (for
-    a sweep's job: the sweep, which ``resume=`` continues job by job)."""
+    a sweep's job: the sweep, which ``resume=`` continues job by job). ``unit``: what a frame
+    is (an offline run's are optimisation steps)."""
 
     def num(x: float | None) -> str:
         return "-" if x is None or not math.isfinite(x) else f"{x:.4g}"
 
-    fps = f" ({frames / stats.wall_time_s:.0f} frames/s)" if stats.wall_time_s > 0 else ""
+    fps = f" ({frames / stats.wall_time_s:.0f} {unit}/s)" if stats.wall_time_s > 0 else ""
     where = shown(run_dir.parent if runs_in_sweep() else run_dir)
     print(
-        f"rlrun: {status}: {frames} frames in {stats.wall_time_s:.1f} s{fps}; train return "
+        f"rlrun: {status}: {frames} {unit} in {stats.wall_time_s:.1f} s{fps}; train return "
         f"last {num(stats.return_last)}, best {num(stats.return_best)}; "
         f"eval return {num(stats.eval_return_last)}",
         flush=True,
@@ -463,7 +466,8 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
         except OSError as err:  # it did not fit: the line above says why
             if not out_of_space(err):
                 raise
-        print_summary(run_dir, stats, frames, status)
+        unit = "steps" if data_source(cfg) == "dataset" else "frames"  # offline: optimisation
+        print_summary(run_dir, stats, frames, status, unit)
     requeue_if_preempted(signals)  # preempted submitit job: submitit requeues it (resume.py)
     return stats.return_last
 
