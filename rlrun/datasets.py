@@ -51,9 +51,11 @@ from rlrun.buffers import (
     make_replay_buffer,
     make_replay_buffer_hook,
 )
-from rlrun.devices import Placement
+from rlrun.checkpoints import VerifiedCheckpoint, find_checkpoint
+from rlrun.devices import Placement, placement
 from rlrun.errors import ConfigError
 from rlrun.learners import make_remote_replay_buffer
+from rlrun.run_dirs import RUN_CONFIG, is_run_dir
 
 log = logging.getLogger(__name__)
 Source = Literal["collector", "dataset", "both"]
@@ -77,8 +79,6 @@ def data_source(cfg: DictConfig) -> Source:
 
 
 def is_run_folder(dataset: str) -> bool:
-    from rlrun.run_dirs import is_run_dir
-
     return is_run_dir(Path(dataset).expanduser())
 
 
@@ -92,7 +92,7 @@ class DatasetFeed:
     def __init__(self, steps: int, total: int) -> None:
         self.steps = steps
         self.total = total
-        self.done = 0  # steps handed out so far (restored from the Trainer's counter on resume)
+        self.done = 0  # steps handed out so far (checkpointed as the Trainer's "collector")
 
     def __iter__(self) -> Iterator[TensorDictBase]:
         while self.done < self.total:
@@ -120,7 +120,7 @@ def load_dataset(cfg: DictConfig, env: EnvBase, scratch: Path) -> ReplayBuffer:
     """``dataset=`` as a replay buffer of ``replay_buffer.batch_size`` samples in the env's
     format; a Minari dataset is converted into ``scratch`` (memory-mapped) first."""
     if is_run_folder(cfg.dataset):
-        buffer = _run_buffer(Path(cfg.dataset).expanduser(), scratch)
+        buffer = _run_buffer(Path(cfg.dataset).expanduser(), cfg.replay_buffer.batch_size, scratch)
     else:
         buffer = _minari_buffer(cfg.dataset, cfg.replay_buffer.batch_size, scratch)
     if not len(buffer):
@@ -148,23 +148,22 @@ def _minari_buffer(dataset_id: str, batch_size: int, scratch: Path) -> ReplayBuf
         )
 
 
-def _run_buffer(run_dir: Path, scratch: Path) -> ReplayBuffer:
-    """A run's replay buffer as its newest checkpoint saved it, rebuilt from its config."""
-    from rlrun.buffers import make_replay_buffer
-    from rlrun.checkpoints import VerifiedCheckpoint, find_checkpoint
-    from rlrun.devices import placement
-
-    saved = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    key = "dataset"
-    if saved.algo.name in ("ppo", "a2c"):
+def _run_buffer(run_dir: Path, batch_size: int, scratch: Path) -> ReplayBuffer:
+    """A run's replay buffer as its newest checkpoint saved it, rebuilt from its config on the
+    CPU, sampling ``batch_size`` transitions."""
+    saved = OmegaConf.load(run_dir / RUN_CONFIG)
+    if saved.algo.name in ("ppo", "a2c") or saved.collector.kind == "none":
         raise ConfigError(
-            f"dataset={run_dir}: algo={saved.algo.name} keeps no replay buffer; give an "
-            "off-policy run, or record its policy: rlrun record RUN episodes=N."
+            f"dataset={run_dir}: that run (algo={saved.algo.name}, collector="
+            f"{saved.collector.kind}) keeps no replay buffer; give an off-policy online run, or "
+            "record its policy: rlrun record RUN episodes=N."
         )
-    checkpoint = find_checkpoint(run_dir, "torch", key=key)
+    checkpoint = find_checkpoint(run_dir, "torch", key="dataset")
     if checkpoint is None:
         raise ConfigError(f"dataset={run_dir}: the run has no checkpoint holding its buffer.")
-    saved.device = "cpu"
+    saved.device = saved.replay_buffer.device = "cpu"
+    saved.replay_buffer.batch_size = batch_size
+    saved.replay_buffer.prefetch = None
     buffer = make_replay_buffer(saved.replay_buffer, scratch, placement(saved))
     VerifiedCheckpoint(replay_buffer=buffer).load(checkpoint, components=["replay_buffer"])
     return buffer
