@@ -14,18 +14,15 @@ Where the data comes from is decided once, by :func:`data_source`:
   ``replay_buffer.offline_anneal_frames`` (TorchRL's own hooks).
 
 A dataset is a Minari dataset on this machine (``MINARI_DATASETS_PATH``, by default
-``~/.minari/datasets``; ``rlrun record`` writes them), read by TorchRL's
-``MinariExperienceReplay`` with ``load_from_local_minari`` (nothing is downloaded), or a run
-folder: the replay buffer of its newest checkpoint. Its samples are cast to the env's specs
-(dtypes, one-hot actions) and keep only the transition keys the losses read, so offline and
-online samples can be concatenated. A dataset whose spaces differ from the env's is refused.
+``~/.minari/datasets``; ``rlrun record`` writes them), read with Minari's own API (nothing is
+downloaded), or a run folder: the replay buffer of its newest checkpoint. Its samples are cast
+to the env's specs (dtypes, one-hot actions) and keep only the transition keys the losses read,
+so offline and online samples can be concatenated. A dataset whose spaces differ from the env's
+is refused.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -37,7 +34,13 @@ from typing import Any, Literal
 import torch
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict, TensorDictBase
-from torchrl.data import OfflineToOnlineReplayBuffer, ReplayBuffer, TensorSpec
+from torchrl.data import (
+    LazyTensorStorage,
+    OfflineToOnlineReplayBuffer,
+    ReplayBuffer,
+    TensorDictReplayBuffer,
+    TensorSpec,
+)
 from torchrl.envs import EnvBase
 from torchrl.trainers import Trainer, TrainerHookBase
 from torchrl.trainers.algorithms.offline_to_online import (
@@ -57,7 +60,6 @@ from rlrun.errors import ConfigError
 from rlrun.learners import make_remote_replay_buffer
 from rlrun.run_dirs import RUN_CONFIG, is_run_dir
 
-log = logging.getLogger(__name__)
 Source = Literal["collector", "dataset", "both"]
 # what every loss reads of a transition (TorchRL's TED format)
 TRANSITION = (
@@ -118,11 +120,11 @@ class DatasetFeed:
 
 def load_dataset(cfg: DictConfig, env: EnvBase, scratch: Path) -> ReplayBuffer:
     """``dataset=`` as a replay buffer of ``replay_buffer.batch_size`` samples in the env's
-    format; a Minari dataset is converted into ``scratch`` (memory-mapped) first."""
+    format (a run's memory-mapped buffer is rebuilt in ``scratch``)."""
     if is_run_folder(cfg.dataset):
         buffer = _run_buffer(Path(cfg.dataset).expanduser(), cfg.replay_buffer.batch_size, scratch)
     else:
-        buffer = _minari_buffer(cfg.dataset, cfg.replay_buffer.batch_size, scratch)
+        buffer = _minari_buffer(cfg.dataset, cfg.replay_buffer.batch_size)
     if not len(buffer):
         raise ConfigError(f"dataset={cfg.dataset} holds no transitions.")
     cast = EnvFormat(env, cfg.dataset)
@@ -131,21 +133,38 @@ def load_dataset(cfg: DictConfig, env: EnvBase, scratch: Path) -> ReplayBuffer:
     return buffer
 
 
-def _minari_buffer(dataset_id: str, batch_size: int, scratch: Path) -> ReplayBuffer:
+def _minari_buffer(dataset_id: str, batch_size: int) -> ReplayBuffer:
+    """A Minari dataset's episodes as a buffer of transitions (TorchRL's TED format), in memory.
+
+    Not TorchRL 0.14.1's ``MinariExperienceReplay``: its conversion fills a TensorDict, then
+    memory-maps an empty copy of it (``memmap_like``), so every sample it gives is zeros.
+    """
     import minari
-    from torchrl.data.datasets import MinariExperienceReplay
 
-    if minari.load_dataset(dataset_id).total_episodes < 2:  # its max(*episode ids) of one id
-        raise ConfigError(
-            f"dataset={dataset_id} holds one episode, and TorchRL 0.14.1's "
-            "MinariExperienceReplay reads two or more: record more (rlrun record RUN episodes=N)."
-        )
-
-    logging.getLogger("torchrl").setLevel(logging.WARNING)  # its per-episode progress lines
-    with contextlib.redirect_stderr(io.StringIO()):  # and its progress bar over the steps
-        return MinariExperienceReplay(
-            dataset_id, batch_size, root=scratch, load_from_local_minari=True, download=False
-        )
+    dataset = minari.load_dataset(dataset_id)
+    episodes = []
+    for episode in dataset.iterate_episodes():
+        if isinstance(episode.observations, dict):
+            raise ConfigError(
+                f"dataset={dataset_id} has dict observations; rlrun reads vector ones."
+            )
+        obs = torch.as_tensor(episode.observations)
+        terminated = torch.as_tensor(episode.terminations).unsqueeze(-1)
+        truncated = torch.as_tensor(episode.truncations).unsqueeze(-1)
+        step = {
+            "observation": obs[:-1],
+            "action": torch.as_tensor(episode.actions),
+            ("next", "observation"): obs[1:],
+            ("next", "reward"): torch.as_tensor(episode.rewards).unsqueeze(-1),
+            ("next", "terminated"): terminated,
+            ("next", "truncated"): truncated,
+            ("next", "done"): terminated | truncated,
+        }
+        episodes.append(TensorDict(step, batch_size=[len(episode.actions)]))
+    data = torch.cat(episodes)
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(len(data)), batch_size=batch_size)
+    buffer.extend(data)
+    return buffer
 
 
 def _run_buffer(run_dir: Path, batch_size: int, scratch: Path) -> ReplayBuffer:
