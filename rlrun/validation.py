@@ -503,7 +503,8 @@ def check_env(cfg: DictConfig) -> None:
     space, render_modes = _env_facts(cfg.env.id, json.dumps(kwargs, sort_keys=True))
     allowed = ACTION_SPACES.get(cfg.algo.get("name"))
     if allowed is not None and space not in allowed:
-        fits = [a for a, spaces in ACTION_SPACES.items() if space in spaces]
+        online = {a: s for a, s in ACTION_SPACES.items() if a not in OFFLINE_ALGORITHMS}
+        fits = [a for a, spaces in online.items() if space in spaces]  # offline: need a dataset
         raise ConfigError(
             f"algo={cfg.algo.name} needs a {' or '.join(allowed)} action space, but "
             f"env.id={cfg.env.id} has a {space} one; use algo={' or algo='.join(fits) or '?'} "

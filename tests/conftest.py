@@ -220,3 +220,26 @@ def pytest_collection_modifyitems(config, items) -> None:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture
+def random_datasets(tmp_path: Path, monkeypatch) -> dict[str, str]:
+    """Minari datasets of random play for the offline presets, by env id, in a
+    MINARI_DATASETS_PATH of this test's own (restored after it)."""
+    minari = pytest.importorskip("minari")
+    import gymnasium as gym
+    from minari.data_collector import EpisodeBuffer
+
+    from rlrun.record import Player
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    ids = {}
+    for env_id in ("Pendulum-v1", "CartPole-v1"):
+        env = gym.make(env_id)
+        player = Player(None, env, 0.0, 0)
+        played = [EpisodeBuffer(id=i, **player.episode(i, 0.0, random=True)) for i in range(2)]
+        ids[env_id] = f"test/{env_id.lower()}/random-v0"
+        minari.create_dataset_from_buffers(
+            dataset_id=ids[env_id], buffer=played, env=env.spec, algorithm_name="random"
+        )
+    return ids
