@@ -60,6 +60,7 @@ Examples:
   rlrun +experiment=ppo                                          one run
   rlrun +experiment=ppo_lstm device=cuda logger=wandb            override groups and keys
   rlrun -m +experiment=ppo optim.lr=1e-3,3e-4 seed=0,1           a sweep (outputs/multirun/...)
+  rlrun +experiment=iql dataset=rlrun/pendulum/medium-v0         offline, from a Minari dataset
   rlrun +experiment=ppo --cfg job                                print the composed config
   rlrun resume=outputs/2026-11-22/10-00-00-3f9c2a                continue a stopped run
   rlrun resume=outputs/multirun/2026-11-22/10-00-00-3f9c2a       re-run a sweep's unfinished jobs
