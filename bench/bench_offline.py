@@ -7,6 +7,7 @@ datasets' ref_min_score and ref_max_score). Writes bench/results/offline.{json,m
 
     .venv/bin/python bench/bench_offline.py [steps]      (default 10000 optimisation steps;
                                                           cql gets a third: ~6 steps/s on CPU)
+    .venv/bin/python bench/bench_offline.py --table      (offline.md again from offline.json)
 """
 
 from __future__ import annotations
@@ -42,7 +43,33 @@ def score(ret: float, dataset: dict) -> float:
     return (ret - low) / (high - low)
 
 
+def write_table(out: dict) -> None:
+    """bench/results/offline.md from the figures of ``out`` (offline.json)."""
+    rows = [f"| {r['dataset']} | {r['algo']} | {r['steps']} | {r['eval_return']:.1f} | "
+            f"{r['score']:.2f} | {r['dataset_score']:.2f} | {r['wall_s']} |"
+            for r in out["runs"]]  # fmt: skip
+    o = out["offline_to_online"]
+    lines = [
+        f"# Offline RL on Pendulum-v1 ({out['date']}, {out['machine']})", "",
+        f"`.venv/bin/python bench/bench_offline.py {out['steps']}`: SAC trained online "
+        f"(+experiment=sac, {out['sac']['frames']} frames), "
+        f"{EPISODES} episodes recorded without noise (expert) and with noise 0.5 (medium). "
+        "Score: Minari's normalised score (0: random policy, 1: the noise-free policy), "
+        f"final evaluation over {EVAL} episodes, one seed.", "",
+        "| dataset | algo | optimisation steps | eval return | score | dataset's score | wall s |",
+        "|---|---|---|---|---|---|---|", *rows, "",
+        f"Offline to online: `{o['command']}`: {o['offline_eval_return']:.1f} "
+        f"(score {o['offline_score']:.2f}) offline, {o['online_eval_return']:.1f} "
+        f"(score {o['online_score']:.2f}) after {o['frames']} collected frames.",
+    ]  # fmt: skip
+    (RESULTS / "offline.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--table"]:  # the table again, from offline.json
+        write_table(json.loads((RESULTS / "offline.json").read_text()))
+        return 0
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
     out = {"date": date.today().isoformat(), "machine": machine(), "steps": steps, "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,25 +118,7 @@ def main() -> int:
         }  # fmt: skip
         print(f"   {out['offline_to_online']}", flush=True)
     (RESULTS / "offline.json").write_text(json.dumps(out, indent=1) + "\n")
-    rows = [f"| {r['dataset']} | {r['algo']} | {r['steps']} | {r['eval_return']:.1f} | "
-            f"{r['score']:.2f} | {r['dataset_score']:.2f} | {r['wall_s']} |"
-            for r in out["runs"]]  # fmt: skip
-    o = out["offline_to_online"]
-    lines = [
-        f"# Offline RL on Pendulum-v1 ({out['date']}, {out['machine']})", "",
-        f"`.venv/bin/python bench/bench_offline.py {steps}`: SAC trained online "
-        f"({out['sac']['frames']} frames, evaluation return {out['sac']['eval_return_last']:.1f}), "
-        f"{EPISODES} episodes recorded without noise (expert) and with noise 0.5 (medium). "
-        "Score: Minari's normalised score (0: random policy, 1: the noise-free policy), "
-        f"final evaluation over {EVAL} episodes, one seed.", "",
-        "| dataset | algo | optimisation steps | eval return | score | dataset's score | wall s |",
-        "|---|---|---|---|---|---|---|", *rows, "",
-        f"Offline to online: `{o['command']}`: {o['offline_eval_return']:.1f} "
-        f"(score {o['offline_score']:.2f}) offline, {o['online_eval_return']:.1f} "
-        f"(score {o['online_score']:.2f}) after {o['frames']} collected frames.",
-    ]  # fmt: skip
-    (RESULTS / "offline.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_table(out)
     return 0
 
 
