@@ -15,7 +15,7 @@ Where the data comes from is decided once, by :func:`data_source`:
 
 A dataset is a Minari dataset on this machine (``MINARI_DATASETS_PATH``, by default
 ``~/.minari/datasets``; ``rlrun record`` writes them), read with Minari's own API (nothing is
-downloaded), or a run folder: the replay buffer of its newest checkpoint. Its samples are cast
+downloaded), or a run folder: the replay buffer of its newest checkpoint. Its transitions are cast
 to the env's specs (dtypes, one-hot actions) and keep only the transition keys the losses read,
 so offline and online samples can be concatenated. A dataset whose spaces differ from the env's
 is refused.
@@ -119,22 +119,27 @@ class DatasetFeed:
 
 
 def load_dataset(cfg: DictConfig, env: EnvBase, scratch: Path) -> ReplayBuffer:
-    """``dataset=`` as a replay buffer of ``replay_buffer.batch_size`` samples in the env's
-    format (a run's memory-mapped buffer is rebuilt in ``scratch``)."""
+    """``dataset=`` as a replay buffer of ``replay_buffer.batch_size`` samples, its transitions
+    put in the env's format once, in memory (a run's memory-mapped buffer is read through
+    ``scratch``)."""
     if is_run_folder(cfg.dataset):
-        buffer = _run_buffer(Path(cfg.dataset).expanduser(), cfg.replay_buffer.batch_size, scratch)
+        data = _run_transitions(Path(cfg.dataset).expanduser(), scratch)
     else:
-        buffer = _minari_buffer(cfg.dataset, cfg.replay_buffer.batch_size)
-    if not len(buffer):
+        data = _minari_transitions(cfg.dataset)
+    if not len(data):
         raise ConfigError(f"dataset={cfg.dataset} holds no transitions.")
     cast = EnvFormat(env, cfg.dataset)
-    cast.check(buffer[:1])
-    buffer.append_transform(cast)
+    cast.check(data[:1])
+    data = cast(data)
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(len(data)), batch_size=cfg.replay_buffer.batch_size
+    )
+    buffer.extend(data)
     return buffer
 
 
-def _minari_buffer(dataset_id: str, batch_size: int) -> ReplayBuffer:
-    """A Minari dataset's episodes as a buffer of transitions (TorchRL's TED format), in memory.
+def _minari_transitions(dataset_id: str) -> TensorDictBase:
+    """A Minari dataset's episodes as transitions (TorchRL's TED format).
 
     Not TorchRL 0.14.1's ``MinariExperienceReplay``: its conversion fills a TensorDict, then
     memory-maps an empty copy of it (``memmap_like``), so every sample it gives is zeros.
@@ -161,15 +166,12 @@ def _minari_buffer(dataset_id: str, batch_size: int) -> ReplayBuffer:
             ("next", "done"): terminated | truncated,
         }
         episodes.append(TensorDict(step, batch_size=[len(episode.actions)]))
-    data = torch.cat(episodes)
-    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(len(data)), batch_size=batch_size)
-    buffer.extend(data)
-    return buffer
+    return torch.cat(episodes)
 
 
-def _run_buffer(run_dir: Path, batch_size: int, scratch: Path) -> ReplayBuffer:
-    """A run's replay buffer as its newest checkpoint saved it, rebuilt from its config on the
-    CPU, sampling ``batch_size`` transitions."""
+def _run_transitions(run_dir: Path, scratch: Path) -> TensorDictBase:
+    """The transitions of a run's replay buffer as its newest checkpoint saved it (the buffer
+    rebuilt from the run's config on the CPU, its storage in ``scratch``)."""
     saved = OmegaConf.load(run_dir / RUN_CONFIG)
     if saved.algo.name in ("ppo", "a2c") or saved.collector.kind == "none":
         raise ConfigError(
@@ -181,16 +183,15 @@ def _run_buffer(run_dir: Path, batch_size: int, scratch: Path) -> ReplayBuffer:
     if checkpoint is None:
         raise ConfigError(f"dataset={run_dir}: the run has no checkpoint holding its buffer.")
     saved.device = saved.replay_buffer.device = "cpu"
-    saved.replay_buffer.batch_size = batch_size
     saved.replay_buffer.prefetch = None
     buffer = make_replay_buffer(saved.replay_buffer, scratch, placement(saved))
     VerifiedCheckpoint(replay_buffer=buffer).load(checkpoint, components=["replay_buffer"])
-    return buffer
+    return buffer.storage[: len(buffer)]
 
 
 class EnvFormat:
-    """A buffer transform: a dataset's transitions as the env gives them (dtypes, one-hot
-    actions), only the keys of :data:`TRANSITION`."""
+    """A dataset's transitions as the env gives them (dtypes, one-hot actions), only the keys
+    of :data:`TRANSITION`."""
 
     def __init__(self, env: EnvBase, dataset: str) -> None:
         self.dataset = dataset
