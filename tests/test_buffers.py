@@ -54,7 +54,11 @@ def test_samples_pinned_after_device_none_transform(tmp_path: Path) -> None:
         sampler="prioritized",
         transforms=[{"_target_": f"{__name__}.DropDevice"}],
     )
-    where = placement(compose("device=cuda", "replay_buffer.pin_memory=true"))
+    # pinning is for a CPU storage (by default the storage is on the learner's device)
+    where = placement(
+        compose("device=cuda", "replay_buffer.device=cpu", "replay_buffer.pin_memory=true")
+    )
+    assert where.pin_memory
     rb = make_replay_buffer(cfg, tmp_path, where)
     rb.extend(transitions())
     sample = rb.sample()
