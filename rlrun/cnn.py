@@ -89,7 +89,7 @@ def make_cnn_actor_critic(
     common = TensorDictModule(torso, ["observation"], ["hidden"])
     body: nn.Module = _init(nn.Linear(torso.out_features, n_out), 0.01)
     dist_keys = ["logits"]
-    if dist_cls is TanhNormal:
+    if issubclass(dist_cls, TanhNormal):
         body, dist_keys = nn.Sequential(body, NormalParamExtractor()), ["loc", "scale"]
     policy_head = BoundedActor(
         TensorDictModule(body, ["hidden"], dist_keys),

@@ -23,6 +23,7 @@ from tensordict.nn import (
     TensorDictSequential,
 )
 from torch import nn
+from torch.distributions.utils import _sum_rightmost
 from torchrl.data import Composite, OneHot, TensorSpec
 from torchrl.envs import InitTracker, Transform
 from torchrl.modules import (
@@ -143,6 +144,34 @@ class BoundedActor(ProbabilisticActor):
         return self
 
 
+class CapturableTanhNormal(TanhNormal):
+    """TorchRL's ``TanhNormal`` whose non-reparameterised samples a CUDA graph can capture.
+
+    ``sample()`` draws through ``torch.normal(loc, scale)``, which checks ``scale >= 0`` with a
+    host sync; capture refuses it ("operation not permitted when stream is capturing"; seen on an
+    H200, 2026-11-26, in CrossQ's target actions and PPO's sampled entropy). Drawn as
+    ``loc + eps * scale`` without gradients instead: the same distribution, no sync.
+    """
+
+    def sample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
+        with torch.no_grad():
+            return self.rsample(torch.Size(sample_shape))
+
+    def sample_and_log_prob(
+        self, sample_shape: torch.Size | tuple[int, ...] = ()
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        # TanhNormal's own, with ``rsample`` for its ``sample``: the action carries no
+        # pathwise gradient, its log-prob keeps the score-function one
+        with torch.no_grad():
+            preimage = self.base_dist.rsample(torch.Size(sample_shape))
+            sample = self.transforms[0](preimage)
+        jacobian = self.transforms[0].log_abs_det_jacobian(preimage, sample)
+        log_prob = self.base_dist.log_prob(preimage) - _sum_rightmost(
+            jacobian, len(self.event_shape)
+        )
+        return sample, log_prob
+
+
 def action_distribution(action_spec: TensorSpec) -> tuple[type, dict, int]:
     """Distribution class, its kwargs and the number of network outputs for an action spec."""
     if isinstance(action_spec, OneHot):
@@ -151,7 +180,7 @@ def action_distribution(action_spec: TensorSpec) -> tuple[type, dict, int]:
         return torch.distributions.Categorical, {}, int(action_spec.space.n)
     low, high = action_spec.space.low, action_spec.space.high
     kwargs = {"low": low.reshape(-1, low.shape[-1])[0], "high": high.reshape(-1, high.shape[-1])[0]}
-    return TanhNormal, kwargs, 2 * action_spec.shape[-1]
+    return CapturableTanhNormal, kwargs, 2 * action_spec.shape[-1]
 
 
 def _recurrent_core(
@@ -208,9 +237,10 @@ def make_actor_critic(
         head = TensorDictModule(net, [in_key], out_keys)
         return TensorDictSequential(*mods, head) if mods else head
 
-    dist_keys = ["loc", "scale"] if dist_cls is TanhNormal else ["logits"]
-    extractor = NormalParamExtractor() if dist_cls is TanhNormal else None
-    if dist_cls is TanhNormal and not state_dependent_std:
+    continuous = issubclass(dist_cls, TanhNormal)
+    dist_keys = ["loc", "scale"] if continuous else ["logits"]
+    extractor = NormalParamExtractor() if continuous else None
+    if continuous and not state_dependent_std:
         n_out //= 2  # the locs; the scales are parameters
         extractor = AddStateIndependentNormalScale(n_out, scale_mapping="exp", init_value=0.0)
     actor = BoundedActor(
@@ -352,7 +382,7 @@ def _tanh_normal_actor(
 ) -> BoundedActor:
     """The TanhNormal actor of SAC and its kin, scaled to the action bounds."""
     dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
-    if dist_cls is not TanhNormal:
+    if not issubclass(dist_cls, TanhNormal):
         raise ConfigError(
             f"the policy of algo={algo} needs a continuous action space; for discrete "
             "actions use +experiment=discrete_sac or +experiment=dqn."

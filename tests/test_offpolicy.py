@@ -116,3 +116,25 @@ def test_the_actors_action_bounds_move_with_it(to) -> None:
     assert all(b.dtype == weight.dtype and b.device == weight.device for b in bounds(moved))
     assert all(b.dtype == torch.float32 and b.device.type == "cpu" for b in bounds(ac.actor))
     torch.testing.assert_close(bounds(moved)[1].cpu().float(), torch.tensor([2.0]))
+
+
+def test_tanh_normal_draws_without_a_host_sync_from_the_same_distribution() -> None:
+    """``CapturableTanhNormal`` draws ``loc + eps * scale`` (``torch.normal`` checks its std on
+    the host, which CUDA graph capture refuses): the same law as TorchRL's ``TanhNormal``, no
+    pathwise gradient in ``sample()``, and the log-prob of the very draw."""
+    from torchrl.modules import TanhNormal
+
+    from rlrun.policies import CapturableTanhNormal
+
+    loc = torch.full((20000, 2), 0.3, requires_grad=True)
+    scale = torch.full((20000, 2), 0.5, requires_grad=True)
+    bounds = {"low": -2 * torch.ones(2), "high": 2 * torch.ones(2)}
+    ours, theirs = CapturableTanhNormal(loc, scale, **bounds), TanhNormal(loc, scale, **bounds)
+    torch.manual_seed(0)
+    drawn, reference = ours.sample(), theirs.sample()
+    assert not drawn.requires_grad and drawn.abs().max() <= 2
+    torch.testing.assert_close(drawn.mean(0), reference.mean(0), atol=0.03, rtol=0)
+    torch.testing.assert_close(drawn.std(0), reference.std(0), atol=0.03, rtol=0)
+    action, log_prob = ours.sample_and_log_prob((3,))
+    assert action.shape == (3, 20000, 2) and log_prob.requires_grad
+    torch.testing.assert_close(log_prob, ours.log_prob(action), atol=1e-4, rtol=1e-4)
