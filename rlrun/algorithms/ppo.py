@@ -28,12 +28,16 @@ class CapturablePPOLoss(ClipPPOLoss):
     with ``if not entropy.isfinite().all()``: a host sync, which CUDA graph capture refuses
     ("operation not permitted when stream is capturing"; Categorical, i.e. CartPole, has an
     analytic entropy). Under compile TorchRL already picks per element with ``torch.where``;
-    while capturing, this does the same.
+    while capturing eagerly, this does the same.
     """
 
     def _get_entropy(self, dist: Distribution, adv_shape: torch.Size) -> torch.Tensor:
         if (
-            not capturing()
+            # compiled: TorchRL's own picks per element; asked first, so that dynamo never
+            # traces ``capturing()``, whose answer changes at capture and recompiled the step
+            # there, which capture refuses (``algo.compile=true algo.cudagraphs=true``, H200)
+            torch.compiler.is_compiling()
+            or not capturing()
             or isinstance(dist, CompositeDistribution)
             or not has_analytic_entropy(dist)
         ):
