@@ -40,7 +40,7 @@ from torchrl.weight_update import (
 )
 
 from rlrun.copying import COPYABLE_ATTR, copy_problem, declared_not_copyable
-from rlrun.devices import CPU, Placement, ray_worker_gpus, synchronize
+from rlrun.devices import CPU, Placement, ray_worker_gpus
 from rlrun.envs import make_env
 from rlrun.errors import ConfigError, RunError
 from rlrun.policies import build_policy
@@ -175,29 +175,7 @@ def _multi_policy(
             f"collector={cfg.kind} pickles the policy into its {cfg.num_workers} worker "
             f"processes, but it cannot be pickled: {problem}. {hint}"
         )
-    return {"policy": policy, "weight_sync_schemes": {"policy": SettledSharedMemWeightSync()}}
-
-
-class SettledSharedMemWeightSync(SharedMemWeightSyncScheme):
-    """TorchRL's default weight sync for a pickled policy (workers read the weights from memory
-    shared with this process), which waits for its copy into that memory to finish before the
-    workers are told to read it.
-
-    On CUDA the copy (``update_``) is queued on this process's stream and returns at once; a
-    worker is another process, with its own stream, and nothing orders its reads after that
-    copy, so its first steps can run on weights half old, half new. TorchRL synchronizes after
-    the per-worker copy but not after the broadcast one used here. (Suspected cause of the
-    log-prob mismatch of ``ppo_lstm`` with ``collector=multi_sync`` on an H100, mean |log ratio|
-    1.6e-3: not yet checked on a GPU.) On the CPU the copy is done when it returns.
-    """
-
-    def prepare_weights(self, weights, model_id, strategy, context=None):
-        prepared = super().prepare_weights(weights, model_id, strategy, context)
-        transport = self._shared_transport
-        for shared in (transport.unique_weights if transport is not None else None) or ():
-            for device in {t.device for t in shared.values(True, True)}:
-                synchronize(device)
-        return prepared
+    return {"policy": policy, "weight_sync_schemes": {"policy": SharedMemWeightSyncScheme()}}
 
 
 def make_collector(
@@ -274,12 +252,22 @@ def _checked_worker_factory(
     where: Placement,
     exploration: TensorDictModuleBase | None,
 ) -> Callable[[], TensorDictModuleBase] | None:
-    """The function each worker calls to build its policy (``collector.policy_factory``),
-    called once here so that a broken factory fails now rather than in a worker, or None."""
-    if not cfg.policy_factory:
+    """The function each worker calls to build its policy (``collector.policy_factory``; for
+    worker processes that run it on CUDA, ``policy._target_`` by default), called once here so
+    that a broken factory fails now rather than in a worker, or None: the policy is pickled.
+
+    Not pickled onto CUDA: measured on an H200 (2026-11-26), the workers of a pickled LSTM or GRU
+    policy went on acting with weights other than the trained ones (``ppo_lstm`` with
+    ``collector=multi_sync``: mean |log ratio| 7e-7 on the first batch, then 1e-3 to 6e-3; the
+    same at a learning rate of 1e-12 stayed at 7e-7, and so did workers that built their own).
+    """
+    target = cfg.policy_factory
+    if not target and cfg.kind in ("multi_sync", "async") and where.collector_policy.type == "cuda":
+        target = policy_cfg._target_
+    if not target:
         return None
     factory_cfg = policy_cfg.copy()
-    factory_cfg._target_ = cfg.policy_factory
+    factory_cfg._target_ = target
     specs = (env.observation_spec, env.full_action_spec["action"])
     worker_factory = functools.partial(
         _worker_policy, factory_cfg, *specs, where.collector_policy, exploration
@@ -287,7 +275,7 @@ def _checked_worker_factory(
     try:
         worker_factory()
     except ImportError as err:
-        raise ConfigError(f"collector.policy_factory={cfg.policy_factory}: {err}") from None
+        raise ConfigError(f"collector.policy_factory={target}: {err}") from None
     return worker_factory
 
 
