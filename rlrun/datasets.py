@@ -118,10 +118,12 @@ class DatasetFeed:
         """Nothing runs on its own."""
 
 
-def load_dataset(cfg: DictConfig, env: EnvBase, scratch: Path) -> ReplayBuffer:
+def load_dataset(
+    cfg: DictConfig, env: EnvBase, scratch: Path, device: torch.device
+) -> ReplayBuffer:
     """``dataset=`` as a replay buffer of ``replay_buffer.batch_size`` samples, its transitions
-    put in the env's format once, in memory (a run's memory-mapped buffer is read through
-    ``scratch``)."""
+    put in the env's format once, in memory on ``device`` (the replay storage's, where collected
+    frames of the same run live too; a run's memory-mapped buffer is read through ``scratch``)."""
     if is_run_folder(cfg.dataset):
         data = _run_transitions(Path(cfg.dataset).expanduser(), scratch)
     else:
@@ -132,7 +134,8 @@ def load_dataset(cfg: DictConfig, env: EnvBase, scratch: Path) -> ReplayBuffer:
     cast.check(data[:1])
     data = cast(data)
     buffer = TensorDictReplayBuffer(
-        storage=LazyTensorStorage(len(data)), batch_size=cfg.replay_buffer.batch_size
+        storage=LazyTensorStorage(len(data), device=device),
+        batch_size=cfg.replay_buffer.batch_size,
     )
     buffer.extend(data)
     return buffer
@@ -284,7 +287,8 @@ def make_replay(
         fused = fuses_sampling(cfg.replay_buffer, where) and not reads
         sampler = UniformSampler(buffer) if fused else None  # sampled inside the update step
         return Replay(buffer, sampler, [make_replay_buffer_hook(buffer, where, sampler)])
-    dataset = load_dataset(cfg, env, scratch_folder(started))
+    # on the collected frames' device: the two samples are concatenated (device=cuda)
+    dataset = load_dataset(cfg, env, scratch_folder(started), where.replay)
     if source == "dataset":
         return Replay(hooks=[DatasetSampler(dataset, where.learner)])
     rb = cfg.replay_buffer
