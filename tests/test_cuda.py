@@ -6,6 +6,7 @@ Skipped (saying so) where there is no CUDA. The same cases, and more, are the GP
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,10 @@ SAC = ["+experiment=sac", "trainer.total_frames=800", "collector.init_random_fra
 ATARI_PPO = ["+experiment=ppo_atari", "env.num_envs=4", "trainer.total_frames=512",
              "collector.frames_per_batch=256", "algo.minibatch_size=128", "algo.epochs=1",
              "trainer.progress_bar=false"]  # fmt: skip
+# envpool is an extra that a GPU image may lack (../shared/gpu carries no envpool: 600 MB of assets)
+ENVPOOL = pytest.mark.skipif(importlib.util.find_spec("envpool") is None, reason="no envpool")
+PENDULUM = ["env=pendulum", "trainer.total_frames=800", "collector.init_random_frames=400",
+            "collector.frames_per_batch=200", "trainer.progress_bar=false"]  # fmt: skip
 ATARI_DQN = ["+experiment=dqn_atari", "trainer.total_frames=512", "collector.frames_per_batch=64",
              "collector.init_random_frames=128", "replay_buffer.size=2000",
              "trainer.progress_bar=false"]  # fmt: skip
@@ -50,9 +55,10 @@ def trained(workdir: Path, *args: str) -> dict:
          "replay_buffer.sampler=prioritized"],
         [*SAC, "replay_buffer.pin_memory=true", "replay_buffer.prefetch=4"],
         ATARI_PPO,
-        [*ATARI_PPO, "env.backend=envpool"],
+        pytest.param([*ATARI_PPO, "env.backend=envpool"], marks=ENVPOOL),
         ATARI_DQN,
-        [*ATARI_DQN, "env.backend=envpool", "replay_buffer.prefetch=2"],
+        pytest.param([*ATARI_DQN, "env.backend=envpool", "replay_buffer.prefetch=2"],
+                     marks=ENVPOOL),
     ],
     ids=["ppo", "ppo_lstm", "ppo_gru", "gym_backend", "collect_on_cpu", "parallel_env",
          "eval", "dqn", "dqn_memmap_prio", "sac_pinned_prefetch", "ppo_atari",
@@ -105,6 +111,9 @@ def test_dqn_workers_build_their_policy_on_cuda(workdir: Path) -> None:
             "algo.cudagraphs=true",
             "trainer.progress_bar=false",
         ],
+        # TanhNormal's non-reparameterised draws: CrossQ's next actions, PPO's sampled entropy
+        ["+experiment=crossq", *PENDULUM, "algo.cudagraphs=true"],
+        ["+experiment=ppo", "env=pendulum", *TINY, "algo.cudagraphs=true"],
     ],
     ids=[
         "ppo_compile",
@@ -115,10 +124,23 @@ def test_dqn_workers_build_their_policy_on_cuda(workdir: Path) -> None:
         "dqn_fused_cudagraphs",
         "sac_both",
         "td3_cudagraphs",
+        "crossq_cudagraphs",
+        "ppo_continuous_cudagraphs",
     ],
 )
 def test_compiled_and_captured_update_steps_train(workdir: Path, args: list[str]) -> None:
     trained(workdir, *args, "device=cuda")
+
+
+def test_a_dataset_and_collected_frames_mix_on_cuda(workdir: Path, random_datasets) -> None:
+    """Offline, then offline to online: the dataset sits on the replay storage's device (the
+    GPU by default), where the collected frames it is concatenated with live."""
+    dataset = f"dataset={random_datasets['Pendulum-v1']}"
+    trained(workdir, "+experiment=td3_bc", dataset, "trainer.total_frames=200",
+            "collector.frames_per_batch=100", "device=cuda")  # fmt: skip
+    trained(workdir, "+experiment=iql", dataset, "collector=sync", "trainer.total_frames=400",
+            "collector.frames_per_batch=200", "trainer.progress_bar=false",
+            "device=cuda")  # fmt: skip
 
 
 @pytest.mark.parametrize(("first", "then"), [("cuda", "cpu"), ("cpu", "cuda")])
