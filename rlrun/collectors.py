@@ -262,7 +262,7 @@ def _checked_worker_factory(
     same at a learning rate of 1e-12 stayed at 7e-7, and so did workers that built their own).
     """
     target = cfg.policy_factory
-    if not target and cfg.kind in ("multi_sync", "async") and where.collector_policy.type == "cuda":
+    if not target and cfg.kind in ("multi_sync", "async") and where.workers_build_policy:
         target = policy_cfg._target_
     if not target:
         return None

@@ -61,6 +61,12 @@ class Placement:
         )
 
     @property
+    def workers_build_policy(self) -> bool:
+        """Whether collector worker processes build their own policy rather than get it pickled:
+        where they run it on CUDA (why: ``rlrun.collectors._checked_worker_factory``)."""
+        return self.collector_policy.type == "cuda"
+
+    @property
     def all_cpu(self) -> bool:
         return all(d.type == "cpu" for d in (self.learner, self.collector_policy, self.replay))
 
