@@ -14,6 +14,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -111,7 +112,13 @@ def partial_summary(curve: np.ndarray | None, running: bool) -> dict:
 def find_jobs(folder: Path, metric: str) -> list[Job]:
     """Every run folder (one holding its saved config) under ``folder``, itself included:
     finished, stopped, or still training."""
-    dirs = sorted(p.parent.parent for p in folder.rglob(".hydra/config.yaml"))
+    dirs = []
+    # os.walk skips what vanishes mid-walk (a running job deleting an old checkpoint), where
+    # rglob raised FileNotFoundError (CI, 2026-11-26).
+    for here, subdirs, _ in os.walk(folder):
+        if (Path(here) / ".hydra" / "config.yaml").is_file():
+            dirs.append(Path(here))
+        subdirs[:] = [d for d in subdirs if d != ".hydra"]
     dirs.sort(key=lambda p: [(0, int(s), "") if s.isdigit() else (1, 0, s) for s in p.parts])
     return [read_job(d, metric) for d in dirs]
 
