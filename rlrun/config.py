@@ -110,6 +110,12 @@ class EnvConfig:
     kwargs: dict[str, Any] = MISSING
 
 
+# Phases of a run and whether a recurrent policy processes whole sequences in each by default
+# (policy.recurrent_mode; here, not in policies.py, so that checking it imports no torchrl).
+PHASES = {"collect": False, "loss": True, "eval": False}
+STEPPING_PHASES = ("collect", "eval")  # phases that call the policy once per env step
+
+
 @dataclass
 class PolicyConfig:
     """Actor and critic networks (read by ``rlrun/policies.py``)."""

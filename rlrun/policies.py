@@ -44,12 +44,10 @@ from torchrl.modules import (
 from torchrl.modules.utils import get_primers_from_module
 
 import rlrun.tensordict_fixes  # noqa: F401  (a speed fix, applied on import)
+from rlrun.config import PHASES
 from rlrun.errors import ConfigError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
-# Phases of a run and whether a recurrent policy processes whole sequences in each by default.
-PHASES = {"collect": False, "loss": True, "eval": False}
-STEPPING_PHASES = ("collect", "eval")  # phases that call the policy once per env step
 
 
 class RecurrentScope(TensorDictModuleBase):

@@ -69,12 +69,12 @@ def validate(cfg: DictConfig) -> None:
     check_collector(cfg.collector, cfg.env)
     check_observations(cfg)
     check_replay_buffer(cfg.replay_buffer, cfg.env, cfg.collector)
+    check_policy(cfg.policy)
     check_algorithm(cfg)
     check_offline(cfg)
     check_ray_cpus(cfg)
     check_learners(cfg)  # its hook check, last, imports rlrun.hooks (torchrl)
     check_env(cfg)  # makes the env once with gymnasium (env.backend=envpool: imports torchrl)
-    check_policy(cfg.policy)  # imports rlrun.policies (torchrl)
 
     from rlrun.devices import placement  # imports torch
 
@@ -235,7 +235,7 @@ def check_algorithm(cfg: DictConfig) -> None:
 
 def check_policy(cfg: DictConfig) -> None:
     """``policy.recurrent_mode``: known phases; those that step envs cannot be in sequence mode."""
-    from rlrun.policies import PHASES, STEPPING_PHASES
+    from rlrun.config import PHASES, STEPPING_PHASES
 
     for phase, sequence in (cfg.get("recurrent_mode") or {}).items():
         if phase not in PHASES:
