@@ -136,7 +136,8 @@ def main() -> int:
         print(f"-- rlrun {' '.join(args)}", flush=True)
         online = run_rlrun(args, cwd)
         out["offline_to_online"] = {
-            "command": "rlrun " + " ".join(args), "frames": frames,
+            "command": "rlrun " + " ".join(args).replace(
+                str(base["run_dir"]), "<the iql run of the medium dataset>"), "frames": frames,
             "offline_eval_return": base["eval_return_last"],
             "online_eval_return": online["eval_return_last"],
             "offline_score": score(base["eval_return_last"], datasets["medium"]),
