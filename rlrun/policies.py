@@ -237,10 +237,9 @@ def make_actor_critic(
 
     continuous = issubclass(dist_cls, TanhNormal)
     dist_keys = ["loc", "scale"] if continuous else ["logits"]
-    extractor = NormalParamExtractor() if continuous else None
-    if continuous and not state_dependent_std:
-        n_out //= 2  # the locs; the scales are parameters
-        extractor = AddStateIndependentNormalScale(n_out, scale_mapping="exp", init_value=0.0)
+    extractor = None
+    if continuous:
+        n_out, extractor = _normal_head(n_out, state_dependent_std)
     actor = BoundedActor(
         trunk("actor", extractor, n_out, dist_keys),
         in_keys=dist_keys,
@@ -321,11 +320,14 @@ def make_sac_networks(
     device: str | torch.device = "cpu",
     hidden_sizes: Sequence[int] = (256, 256),
     activation: str = "relu",
+    state_dependent_std: bool = True,
     **_: object,
 ) -> ActorCritic:
     """SAC's networks: a TanhNormal actor scaled to the action bounds and one Q(s, a) network
     (``algo=sac`` makes the twin copies; ``algo=redq`` its ensemble)."""
-    actor = _tanh_normal_actor(observation_spec, action_spec, hidden_sizes, activation, "sac")
+    actor = _tanh_normal_actor(
+        observation_spec, action_spec, hidden_sizes, activation, "sac", state_dependent_std
+    )
     qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation)
     return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
 
@@ -337,12 +339,15 @@ def make_tqc_networks(
     device: str | torch.device = "cpu",
     hidden_sizes: Sequence[int] = (256, 256),
     activation: str = "relu",
+    state_dependent_std: bool = True,
     n_quantiles: int = 25,
     **_: object,
 ) -> ActorCritic:
     """TQC's networks (``policy=tqc``): SAC's actor and a critic that predicts ``n_quantiles``
     quantiles of Q(s, a) (``algo=tqc`` makes the copies)."""
-    actor = _tanh_normal_actor(observation_spec, action_spec, hidden_sizes, activation, "tqc")
+    actor = _tanh_normal_actor(
+        observation_spec, action_spec, hidden_sizes, activation, "tqc", state_dependent_std
+    )
     qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation, n_quantiles)
     return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
 
@@ -354,6 +359,7 @@ def make_crossq_networks(
     device: str | torch.device = "cpu",
     hidden_sizes: Sequence[int] = (256, 256),
     activation: str = "relu",
+    state_dependent_std: bool = True,
     critic_hidden_sizes: Sequence[int] = (2048, 2048),
     batch_norm_momentum: float = 0.01,
     batch_norm_warmup_steps: int = 100000,
@@ -362,7 +368,9 @@ def make_crossq_networks(
     """CrossQ's networks (``policy=crossq``): SAC's actor and a wide critic with batch
     renormalisation after each hidden layer (TorchRL's ``BatchRenorm1d``). The actor has none:
     the collector runs it on one step per env, where batch statistics mean nothing."""
-    actor = _tanh_normal_actor(observation_spec, action_spec, hidden_sizes, activation, "crossq")
+    actor = _tanh_normal_actor(
+        observation_spec, action_spec, hidden_sizes, activation, "crossq", state_dependent_std
+    )
     renorm = {"momentum": batch_norm_momentum, "warmup_steps": batch_norm_warmup_steps}
     norm = [{"num_features": n, **renorm} for n in critic_hidden_sizes]
     qvalue = _qvalue(
@@ -371,12 +379,23 @@ def make_crossq_networks(
     return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
 
 
+def _normal_head(n_out: int, state_dependent_std: bool) -> tuple[int, nn.Module]:
+    """The network's output width and the module that splits it into ``loc`` and ``scale``:
+    both from the network, or (``state_dependent_std`` false) one learned log-std per action
+    dim, as CleanRL's and TorchRL's PPO MuJoCo recipes and the IQL paper's actor."""
+    if state_dependent_std:
+        return n_out, NormalParamExtractor()
+    n_out //= 2  # the locs; the scales are parameters
+    return n_out, AddStateIndependentNormalScale(n_out, scale_mapping="exp", init_value=0.0)
+
+
 def _tanh_normal_actor(
     observation_spec: Composite,
     action_spec: TensorSpec,
     sizes: Sequence[int],
     act: str,
     algo: str,
+    state_dependent_std: bool,
 ) -> BoundedActor:
     """The TanhNormal actor of SAC and its kin, scaled to the action bounds."""
     dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
@@ -386,7 +405,8 @@ def _tanh_normal_actor(
             "actions use +experiment=discrete_sac or +experiment=dqn."
         )
     obs_dim = observation_spec["observation"].shape[-1]
-    body = nn.Sequential(_mlp(obs_dim, n_out, sizes, act), NormalParamExtractor())
+    n_out, head = _normal_head(n_out, state_dependent_std)
+    body = nn.Sequential(_mlp(obs_dim, n_out, sizes, act), head)
     return BoundedActor(
         TensorDictModule(body, ["observation"], ["loc", "scale"]),
         in_keys=["loc", "scale"],
@@ -520,6 +540,7 @@ def make_iql_networks(
     device: str | torch.device = "cpu",
     hidden_sizes: Sequence[int] = (256, 256),
     activation: str = "relu",
+    state_dependent_std: bool = True,
     **_: object,
 ) -> ActorCritic:
     """IQL's networks: SAC's (continuous actions) or discrete SAC's (discrete ones), plus a
@@ -532,6 +553,7 @@ def make_iql_networks(
         device=device,
         hidden_sizes=hidden_sizes,
         activation=activation,
+        state_dependent_std=state_dependent_std,
     )
     obs_dim = observation_spec["observation"].shape[-1]
     value = _mlp(obs_dim, 1, hidden_sizes, activation)

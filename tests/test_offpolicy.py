@@ -10,6 +10,8 @@ import pytest
 import torch
 from conftest import run_dirs, run_rlrun, series, summary
 
+import rlrun
+
 QUIET = ["trainer.progress_bar=false", "checkpoint.every_frames=0"]
 # 3 batches of 128 frames, the first one random; a few optimisation steps per batch.
 DQN_TINY = [
@@ -67,6 +69,7 @@ def test_sac_memmap_pinned_transforms_tiny_run(workdir: Path) -> None:
         "replay_buffer.prefetch=2",
         "replay_buffer.pin_memory=true",
         "replay_buffer.transforms=[{_target_: test_buffers.DropDevice}]",
+        "policy.state_dependent_std=false",  # one learned log-std per action dim (IQL's paper)
         *SAC_TINY,
         cwd=workdir,
         env=env,
@@ -79,6 +82,10 @@ def test_sac_memmap_pinned_transforms_tiny_run(workdir: Path) -> None:
     assert "replay_buffer" in checkpoint_components(run_dir)
     warned = proc.stderr.count("replay_buffer.pin_memory=true but CUDA is not available")
     assert warned == (0 if torch.cuda.is_available() else 1)
+    names = [name for name, _ in rlrun.load(run_dir).named_parameters()]
+    assert [n for n in names if "scale" in n] == [
+        "td_policy.module.0.module.1.state_independent_scale"
+    ]
 
 
 def test_dqn_needs_a_q_network(workdir: Path) -> None:
