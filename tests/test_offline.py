@@ -93,6 +93,10 @@ def test_record_offline_resume_then_online(workdir: Path) -> None:
               cwd=workdir, env=env)  # fmt: skip
     jobs = offline_jobs(workdir, 4)
     iql = next(j for j in jobs if "iql" in (j / ".hydra" / "overrides.yaml").read_text())
+    cql = next(j for j in jobs if "cql" in (j / ".hydra" / "overrides.yaml").read_text())
+    logged = {p.stem for p in (cql / "csv" / "scalars" / "train").glob("*.csv")}
+    assert {"loss_actor", "loss_cql", "actor_bc"} <= logged  # the BC term reported, not trained
+    assert "loss_actor_bc" not in logged
 
     # resumed: 10 more steps, from its checkpoint
     run_rlrun(f"resume={iql}", "trainer.total_frames=30", cwd=workdir, env=env)

@@ -8,11 +8,27 @@ from __future__ import annotations
 
 import torch
 from omegaconf import DictConfig
+from tensordict import TensorDictBase
 from torchrl.objectives import CQLLoss, DiscreteCQLLoss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import off_policy, require_qvalue
 from rlrun.policies import ActorCritic
+
+
+class ConservativeSAC(CQLLoss):
+    """TorchRL's ``CQLLoss`` whose ``loss_actor_bc`` is reported as ``actor_bc``, not trained on.
+
+    ``CQLLoss`` returns the actor's objective twice: ``loss_actor`` (CQL's) and
+    ``loss_actor_bc`` (behaviour cloning, which TorchRL's recipe trains on *instead* for its
+    first ``policy_eval_start`` steps). The update step sums every ``loss_*`` term: summed, the
+    two doubled the entropy bonus and pulled the actor toward the dataset's actions, and on
+    rlrun's Pendulum-v1 expert dataset the Q loss grew without bound (2026-11-26)."""
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        out = super().forward(tensordict)
+        out.set("actor_bc", out.pop("loss_actor_bc").detach())
+        return out
 
 
 def make_cql(
@@ -27,7 +43,7 @@ def make_cql(
         )
         return off_policy(cfg, loss, frames_per_batch)
     require_qvalue(ac, "cql", "make_sac_networks", "cql")
-    loss = CQLLoss(
+    loss = ConservativeSAC(
         ac.actor,
         ac.qvalue,
         loss_function=cfg.loss_function,
