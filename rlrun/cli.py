@@ -149,14 +149,14 @@ def main() -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, then print them short
     try:
-        pinned = check_command_line(sys.argv[1:])  # before Hydra creates a folder
-        if pinned is not None:
+        checked = check_command_line(sys.argv[1:])  # before Hydra creates a folder
+        if checked is not None:
             # Hydra writes into the folder checked (its time and random tag would resolve
             # anew), and this process holds it until it ends; a refusal shows the command as
             # typed, resume= not expanded
-            key, folder = pinned
-            sys.argv[1:] = with_override(sys.argv[1:], f"{key}={path_value(folder)}")
-            hold(folder, "run", command=args)
+            argv = [f"++{a}" if a in checked.force else a for a in sys.argv[1:]]
+            sys.argv[1:] = with_override(argv, f"{checked.key}={path_value(checked.folder)}")
+            hold(checked.folder, "run", command=args)
         _hydra_main()
     except ConfigError as err:
         print(f"rlrun: error: {err}", file=sys.stderr)

@@ -574,12 +574,22 @@ def _subfolders(folder: Path) -> list[Path]:
 MAX_CHECKED_JOBS = 256  # a larger sweep's further jobs are checked when they start
 
 
-def check_command_line(args: list[str]) -> tuple[str, Path] | None:
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """What :func:`check_command_line` found: the folder Hydra will write into and its key
+    (``hydra.run.dir`` or ``hydra.sweep.dir``), and the sweep's fixed ``key=value`` overrides
+    to give Hydra as ``++key=value`` (see :func:`keys_of_swept_groups`)."""
+
+    key: str
+    folder: Path
+    force: tuple[str, ...] = ()
+
+
+def check_command_line(args: list[str]) -> Checked | None:
     """Compose what ``rlrun ARGS`` will run, with Hydra's own parser, and check it (every job
-    of a basic sweep) before Hydra creates a run or sweep folder. Returns that folder and its
-    key (``hydra.run.dir`` or ``hydra.sweep.dir``), for the console script to pin and hold
-    (``rlrun/folder_lock.py``); None for Hydra's info modes (``--cfg``, ``--info``, ...) and
-    custom primary configs, which are left to Hydra."""
+    of a basic sweep) before Hydra creates a run or sweep folder, for the console script to
+    pin and hold that folder (``rlrun/folder_lock.py``); None for Hydra's info modes
+    (``--cfg``, ``--info``, ...) and custom primary configs, which are left to Hydra."""
     from hydra import compose, initialize_config_module
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra._internal.utils import get_args_parser
@@ -587,6 +597,11 @@ def check_command_line(args: list[str]) -> tuple[str, Path] | None:
     from hydra.errors import HydraException
 
     parsed = get_args_parser().parse_args(args)
+    if parsed.multirun and (parsed.cfg or parsed.info or parsed.shell_completion):
+        raise ConfigError(
+            "-m (a sweep) and --cfg, --info or --shell-completion cannot go together; drop -m "
+            "to see one job's config."
+        )
     if parsed.cfg or parsed.info or parsed.hydra_help or parsed.shell_completion:
         return None
     if parsed.config_path or parsed.config_name or parsed.experimental_rerun:
@@ -597,6 +612,7 @@ def check_command_line(args: list[str]) -> tuple[str, Path] | None:
         extra = [f"hydra.searchpath=[file://{Path(parsed.config_dir).absolute()}]"]
     jobs = [overrides]
     resuming = f"hydra/sweeper={RESUME_SWEEPER}" in overrides
+    enumerated = False  # every job of the sweep is in ``jobs``
     if parsed.multirun and resuming:
         jobs = resumed_jobs(overrides)
     elif parsed.multirun:
@@ -604,9 +620,11 @@ def check_command_line(args: list[str]) -> tuple[str, Path] | None:
             jobs = BasicSweeper.split_arguments(
                 OverridesParser.create().parse_overrides(overrides), None
             )[0]
+            enumerated = len(jobs) <= MAX_CHECKED_JOBS
         except HydraException:  # an interval or other sweeper syntax: check the fixed part
             fixed = OverridesParser.create().parse_overrides(overrides)
             jobs = [[o.input_line for o in fixed if not o.is_sweep_override()]]
+    force: tuple[str, ...] = ()
     with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
         for job in jobs[:MAX_CHECKED_JOBS]:
             cfg = compose("config", overrides=[*job, *extra], return_hydra_config=True)
@@ -626,7 +644,42 @@ def check_command_line(args: list[str]) -> tuple[str, Path] | None:
                 if len(jobs) == 1:
                     raise
                 raise ConfigError(f"in the sweep's job {' '.join(job)}: {err}") from None
-    return key, folder
+        if enumerated:
+            groups = set(cfg.hydra.runtime.choices)
+            force = keys_of_swept_groups(overrides, groups, extra)
+    return Checked(key, folder, force)
+
+
+def keys_of_swept_groups(
+    overrides: list[str], groups: set[str], extra: list[str]
+) -> tuple[str, ...]:
+    """The sweep's fixed ``key=value`` overrides whose key only the swept groups' options have.
+
+    Hydra composes a sweep's own config once with its swept overrides left out (its
+    ``multirun``): ``rlrun -m +experiment=sac,td3 algo.utd_ratio=2`` fails there, on the default
+    algorithm's config, although every job has the key. Every job was composed and checked with
+    these overrides as given (an unknown key is refused), so they go to Hydra as
+    ``++key=value``, which sets the key where it is and adds it where it is not yet."""
+    from hydra import compose
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    if not any(o.is_sweep_override() and o.key_or_group in groups for o in parsed):
+        return ()
+    fixed = [o for o in parsed if not o.is_sweep_override()]
+    plain = [
+        o for o in fixed
+        if o.package is None and not (o.is_add() or o.is_force_add() or o.is_delete())
+        and o.key_or_group not in groups and not o.key_or_group.startswith("hydra")
+    ]  # fmt: skip
+    rest = [o.input_line for o in fixed if o not in plain]
+    sweep_level = compose("config", overrides=[*rest, *extra])
+    absent = object()
+    return tuple(
+        o.input_line
+        for o in plain
+        if OmegaConf.select(sweep_level, o.key_or_group, default=absent) is absent
+    )
 
 
 def resumed_jobs(overrides: list[str]) -> list[list[str]]:

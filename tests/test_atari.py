@@ -151,11 +151,12 @@ def test_the_replay_buffer_stores_single_frames_and_samples_the_collected_stacks
         assert torch.equal(sample["next", "observation"], collected["next", "observation"][index])
 
 
-@pytest.mark.parametrize("backend", ["gym_vector", "envpool"])
 @pytest.mark.parametrize("preset", ["ppo_atari", "dqn_atari"])
-def test_preset_tiny_run_through_the_console_script(preset: str, backend: str, workdir: Path):
+def test_preset_tiny_run_on_envpool(preset: str, workdir: Path):
+    """Each preset on envpool's Atari; on the default backend (gym_vector), the runs of the
+    resume and playback tests below."""
     tiny = TINY_PPO if preset == "ppo_atari" else TINY_DQN
-    run_rlrun(f"+experiment={preset}", f"env.backend={backend}", *tiny, cwd=workdir)
+    run_rlrun(f"+experiment={preset}", "env.backend=envpool", *tiny, cwd=workdir)
     (run_dir,) = run_dirs(workdir)
     result = summary(run_dir)
     frames = next(int(o.split("=")[1]) for o in tiny if o.startswith("trainer.total_frames="))
@@ -172,11 +173,18 @@ def test_dqn_atari_resumes_from_its_memory_mapped_single_frame_buffer(workdir: P
     assert result["status"] == "completed" and result["frames"] == 256
 
 
-def test_a_trained_atari_policy_plays_back_and_exports(workdir: Path) -> None:
-    """``rlrun eval`` and ``rlrun export`` on an Atari run: game scores, and a TorchScript file
-    that takes any batch of uint8 stacks (checked by the exporter against the live policy)."""
-    run_rlrun("+experiment=ppo_atari", *TINY_PPO, cwd=workdir)
+def test_a_trained_atari_policy_records_a_video_plays_back_and_exports(workdir: Path) -> None:
+    """An in-run evaluation video, then ``rlrun eval`` and ``rlrun export`` on the Atari run:
+    game scores, and a TorchScript file that takes any batch of uint8 stacks (checked by the
+    exporter against the live policy)."""
+    run_rlrun(
+        "+experiment=ppo_atari", *TINY_PPO, "eval=default", "eval.every_frames=256",
+        "eval.episodes=1", "eval.max_steps=30", "eval.video=true", cwd=workdir,
+    )  # fmt: skip
     (run_dir,) = run_dirs(workdir)
+    assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == 256
+    videos = sorted((run_dir / "videos").glob("*.mp4"))
+    assert videos and videos[0].stat().st_size > 1000
     run_rlrun("eval", str(run_dir), "episodes=2", "max_steps=100", cwd=workdir)
     (played,) = (run_dir / "eval").glob("*/eval.json")
     assert json.loads(played.read_text())["episodes"] == 2
@@ -185,16 +193,6 @@ def test_a_trained_atari_policy_plays_back_and_exports(workdir: Path) -> None:
     policy = torch.jit.load(str(run_dir / "export" / "policy.pt"))
     frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
     assert policy(frames).shape == (5, 6)  # one-hot over Pong's 6 actions, for 5 stacks
-
-
-def test_an_atari_eval_video_is_written(workdir: Path) -> None:
-    run_rlrun(
-        "+experiment=ppo_atari", *TINY_PPO, "eval=default", "eval.every_frames=256",
-        "eval.episodes=1", "eval.max_steps=30", "eval.video=true", cwd=workdir,
-    )  # fmt: skip
-    (run_dir,) = run_dirs(workdir)
-    videos = sorted((run_dir / "videos").glob("*.mp4"))
-    assert videos and videos[0].stat().st_size > 1000
 
 
 @pytest.mark.parametrize(

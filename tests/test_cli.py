@@ -36,10 +36,11 @@ def test_cfg_job_prints_composed_config(workdir):
         ("env.id=CartPol-v1", "Nearest ids: CartPole-v1"),
         ("device=cuda", "use device=cpu"),
         ("+experiment=pp", "Did you mean experiment=ppo?"),
+        ("-m --cfg job", "-m (a sweep) and --cfg, --info or --shell-completion cannot go"),
     ],
 )
 def test_bad_input_is_one_short_error(workdir, override, expected):
-    proc = run_rlrun(override, "trainer.total_frames=512", cwd=workdir, check=False)
+    proc = run_rlrun(*override.split(), "trainer.total_frames=512", cwd=workdir, check=False)
     if override == "device=cuda" and proc.returncode == 0:
         pytest.skip("this machine has CUDA")
     assert proc.returncode == 2

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from conftest import TINY, csv_series, run_dirs, run_rlrun, summary
+from omegaconf import OmegaConf
 
 
-@pytest.mark.parametrize("max_steps", [1000, 5])
-def test_each_episode_counts_up_to_its_own_end(workdir: Path, max_steps: int) -> None:
-    run_rlrun(
-        "+experiment=ppo",
-        *TINY,
-        "eval.every_frames=512",
-        "eval.episodes=4",
-        f"eval.max_steps={max_steps}",
-        "logger=csv",
-        cwd=workdir,
-    )
-    run = run_dirs(workdir)[0]
+def test_each_episode_counts_up_to_its_own_end(workdir: Path) -> None:
+    """Episodes cut at eval.max_steps=5 and run to their end (1000): one sweep."""
+    run_rlrun("-m", "+experiment=ppo", *TINY, "eval.every_frames=512", "eval.episodes=4",
+              "eval.max_steps=1000,5", "logger=csv", cwd=workdir)  # fmt: skip
+    runs = {int(OmegaConf.load(r / ".hydra" / "config.yaml").eval.max_steps): r
+            for r in run_dirs(workdir)}  # fmt: skip
+    assert sorted(runs) == [5, 1000]
+    for max_steps, run in runs.items():
+        check_episode_ends(run, max_steps)
+
+
+def check_episode_ends(run: Path, max_steps: int) -> None:
     returns = csv_series(run, "eval/episode_return")
     lengths = csv_series(run, "eval/episode_length")
     assert [frames for frames, _ in returns] == [512, 1024]

@@ -32,12 +32,16 @@ TINY = [  # 3 batches of 100 frames, the first random; a few small updates per b
 ]
 
 
-@pytest.mark.parametrize("preset", ["sac_mujoco", "td3_mujoco"])
-def test_off_policy_mujoco_preset_tiny_run(preset: str, workdir: Path) -> None:
-    run_rlrun(f"+experiment={preset}", *TINY, cwd=workdir)  # HalfCheetah-v5, the preset's env
-    (run_dir,) = run_dirs(workdir)
-    assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == 300
-    assert series(run_dir, "optim_steps")[-1][1] == 30  # 10 steps per batch, from the first
+def test_off_policy_mujoco_presets_tiny_runs(workdir: Path) -> None:
+    """SAC and TD3 on HalfCheetah-v5, the presets' env: one sweep, jobs forked from one process.
+    Its ``algo.utd_ratio`` is a key of the swept presets' algorithms only (not of the default
+    algo=ppo, on which Hydra composes the sweep's own config)."""
+    run_rlrun("-m", "+experiment=sac_mujoco,td3_mujoco", *TINY, cwd=workdir)
+    runs = run_dirs(workdir)
+    assert len(runs) == 2
+    for run_dir in runs:
+        assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == 300
+        assert series(run_dir, "optim_steps")[-1][1] == 30  # 10 steps per batch, from the first
 
 
 def test_ppo_mujoco_preset_tiny_run(workdir: Path) -> None:

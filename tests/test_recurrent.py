@@ -206,25 +206,23 @@ def test_recurrent_policy_with_a_non_sequence_algorithm(algo: str | None, workdi
     assert f"algo={algo} cannot train a recurrent policy" in proc.stderr
 
 
-@pytest.mark.parametrize(
-    "extra",
-    [
-        [],
-        ["policy=gru"],
-        ["policy.hidden_size=32", "policy.num_layers=2", "algo.sequence_length=16"],
-    ],
-    ids=["lstm", "gru", "lstm-2layers-seq16"],
-)
-def test_ppo_lstm_tiny_run(extra: list[str], workdir: Path) -> None:
-    run_rlrun("+experiment=ppo_lstm", *TINY, *extra, cwd=workdir)
-    (run,) = run_dirs(workdir)
-    result = summary(run)
-    assert result["status"] == "completed"
-    assert result["frames"] == 1024
-    assert result["train_return_last"] > 0
-    config = OmegaConf.load(run / ".hydra" / "config.yaml")
-    assert config.env.obs_mask == [0, 2]
-    assert config.policy.kind == ("gru" if extra == ["policy=gru"] else "lstm")
+def test_ppo_lstm_and_gru_tiny_runs(workdir: Path) -> None:
+    """LSTM and GRU, one and two layers, minibatches of 16-step sequences (the preset's default,
+    whole rows, runs in test_user_factory_gets_primers_and_scopes): one sweep, its jobs forked
+    from one process."""
+    sweep = workdir / "sweep"
+    run_rlrun("-m", "+experiment=ppo_lstm", *TINY, "policy=lstm,gru", "policy.num_layers=1,2",
+              "algo.sequence_length=16", f"hydra.sweep.dir={sweep}", cwd=workdir)  # fmt: skip
+    built = []
+    for job in sorted(p.parent for p in sweep.glob("*/summary.json")):
+        result = summary(job)
+        assert result["status"] == "completed"
+        assert result["frames"] == 1024
+        assert result["train_return_last"] > 0
+        config = OmegaConf.load(job / ".hydra" / "config.yaml")
+        assert config.env.obs_mask == [0, 2]
+        built.append((config.policy.kind, config.policy.num_layers))
+    assert sorted(built) == [("gru", 1), ("gru", 2), ("lstm", 1), ("lstm", 2)]
 
 
 def test_bad_sequence_length_from_the_command_line(workdir: Path) -> None:
