@@ -425,17 +425,55 @@ def load_checkpoint(trainer: Trainer, path: Path, saver: SnapshotSaver | None) -
         ) from None
 
 
-def load_networks(trainer: Trainer, path: Path) -> None:
+def saved_config(path: Path) -> dict[str, Any]:
+    """The composed config checkpoint ``path`` was saved with: its manifest's, or its run
+    folder's (``checkpoints/best`` carries none); empty if neither is readable."""
+    try:
+        return json.loads((path / "manifest.json").read_text())["metadata"]["config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    for run_dir in (path.parent.parent, path.parent):
+        config = run_dir / ".hydra" / "config.yaml"
+        if config.is_file():
+            return OmegaConf.to_container(OmegaConf.load(config), resolve=False)
+    return {}
+
+
+def network_differences(saved: dict[str, Any], cfg: DictConfig) -> list[str]:
+    """``algo.name`` and the ``policy.*`` keys whose values differ between a saved config and
+    ``cfg``, as ``key is A there, B here``: what makes two runs' networks differ."""
+    here = OmegaConf.to_container(cfg, resolve=True)
+    keys = ["algo.name", *(f"policy.{k}" for k in {**here["policy"], **saved.get("policy", {})})]
+    differences = []
+    for key in keys:
+        group, name = key.split(".", 1)
+        there, mine = saved.get(group, {}).get(name), here[group].get(name)
+        if there != mine:
+            differences.append(f"{key} is {_shown(there)} there, {_shown(mine)} here")
+    return differences
+
+
+def _shown(value: Any) -> str:
+    """A config value as the command line writes it (``true``, not ``True``)."""
+    return str(value).lower() if isinstance(value, bool) or value is None else str(value)
+
+
+def load_networks(trainer: Trainer, path: Path, cfg: DictConfig) -> None:
     """``init_from``: the loss module of checkpoint ``path`` (actor, critics, their targets,
     a learned temperature) into this run's, then to the collector's policy; optimiser, buffer
-    and counters start fresh."""
+    and counters start fresh. Refused in one line naming the algo and policy keys that differ
+    (e.g. ``policy.state_dependent_std``, whose default an algorithm's preset may have
+    changed since the other run)."""
     try:
         VerifiedCheckpoint(loss_module=trainer.loss_module).load(path, components=["loss_module"])
     except (pickle.UnpicklingError, CheckpointError, RuntimeError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        differences = network_differences(saved_config(path), cfg)
+        why = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
+        fix = f"{why} (give this run the same)" if differences else first
         raise ConfigError(
             f"init_from={path}: its networks do not fit this run's (same algo= and policy "
-            f"sizes needed): {first}"
+            f"keys needed): {fix}"
         ) from None
     trainer.collector.update_policy_weights_()
 

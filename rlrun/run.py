@@ -428,7 +428,7 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
             saver = SnapshotSaver(cfg, run_dir)
             saver.register(trainer)
         if init is not None:  # offline to online: another run's networks, fresh counters
-            load_networks(trainer, init)
+            load_networks(trainer, init, cfg)
             print(f"rlrun: networks from {shown(init)}", flush=True)
         if checkpoint is not None:
             load_checkpoint(trainer, checkpoint, saver)

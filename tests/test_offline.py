@@ -174,6 +174,7 @@ def test_discrete_offline_and_mismatched_spaces(workdir: Path) -> None:
                      check=False)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.startswith("rlrun: error: init_from=") and "do not fit" in proc.stderr
+    assert "algo.name is dqn there, iql here; policy._target_ is " in proc.stderr  # what differs
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
