@@ -328,6 +328,7 @@ class CQLConfig(TargetNetConfig):
     lagrange_thresh: float = ranged(0)
     num_random: int = ranged(1)
     loss_function: RegressionLoss = MISSING
+    bc_steps: int = ranged(0)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import run_dirs, run_rlrun, summary
+from conftest import csv_series, run_dirs, run_rlrun, summary
 
 import rlrun
 
@@ -97,6 +97,14 @@ def test_record_offline_resume_then_online(workdir: Path) -> None:
     logged = {p.stem for p in (cql / "csv" / "scalars" / "train").glob("*.csv")}
     assert {"loss_actor", "loss_cql", "actor_bc"} <= logged  # the BC term reported, not trained
     assert "loss_actor_bc" not in logged
+    # algo.bc_steps: the actor learns by behaviour cloning for that many steps, counted across
+    # a resume (steps 21-30 here), then CQL's objective again
+    run_rlrun(f"resume={cql}", "trainer.total_frames=40", "algo.bc_steps=30", cwd=workdir, env=env)
+    actor = csv_series(cql, "train/loss_actor")
+    cloned = csv_series(cql, "train/actor_bc")
+    assert [f for f, _ in actor] == [10, 20, 30, 40]
+    same = [a == b for (_, a), (_, b) in zip(actor, cloned, strict=True)]
+    assert same == [False, False, True, False]
 
     # resumed: 10 more steps, from its checkpoint
     run_rlrun(f"resume={iql}", "trainer.total_frames=30", cwd=workdir, env=env)

@@ -17,17 +17,28 @@ from rlrun.policies import ActorCritic
 
 
 class ConservativeSAC(CQLLoss):
-    """TorchRL's ``CQLLoss`` whose ``loss_actor_bc`` is reported as ``actor_bc``, not trained on.
+    """TorchRL's ``CQLLoss`` training its actor on one objective: behaviour cloning
+    (``loss_actor_bc``) for the first ``bc_steps`` optimisation steps, CQL's (``loss_actor``)
+    after them, as the official CQL code's ``policy_eval_start`` and TorchRL's recipe do.
 
-    ``CQLLoss`` returns the actor's objective twice: ``loss_actor`` (CQL's) and
-    ``loss_actor_bc`` (behaviour cloning, which TorchRL's recipe trains on *instead* for its
-    first ``policy_eval_start`` steps). The update step sums every ``loss_*`` term: summed, the
+    ``CQLLoss`` returns both terms, and the update step sums every ``loss_*`` term: summed, the
     two doubled the entropy bonus and pulled the actor toward the dataset's actions, and on
-    rlrun's Pendulum-v1 expert dataset the Q loss grew without bound (2026-11-26)."""
+    rlrun's Pendulum-v1 expert dataset the Q loss grew without bound (2026-11-26). The BC term
+    is also logged as ``actor_bc``. The step count is a buffer, saved and resumed with the loss
+    module."""
+
+    def __init__(self, *args, bc_steps: int = 0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.bc_steps = bc_steps
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         out = super().forward(tensordict)
-        out.set("actor_bc", out.pop("loss_actor_bc").detach())
+        bc, cql = out.pop("loss_actor_bc"), out.get("loss_actor")
+        cloning = self.steps < self.bc_steps
+        out.set("loss_actor", torch.where(cloning, bc, cql))
+        out.set("actor_bc", bc.detach())
+        self.steps += 1
         return out
 
 
@@ -53,5 +64,6 @@ def make_cql(
         num_random=cfg.num_random,
         with_lagrange=cfg.with_lagrange,
         lagrange_thresh=cfg.lagrange_thresh,
+        bc_steps=cfg.bc_steps,
     )
     return off_policy(cfg, loss, frames_per_batch)
