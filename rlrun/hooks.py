@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tensordict import TensorDictBase
 from torchrl.trainers import (
     BatchSubSampler,
@@ -38,6 +38,7 @@ from torchrl.trainers import (
 import rlrun
 from rlrun.devices import Placement
 from rlrun.errors import ConfigError, choose
+from rlrun.hook_entries import BUILTIN_NAMES, HOOK_POINTS, HookEntry
 
 
 class EpisodeStats(TrainerHookBase):
@@ -171,25 +172,6 @@ class LinearLRAnnealing(TrainerHookBase):
 
 # --- Hooks from the ``hooks`` config: built-ins by name, user classes by ``_target_`` ---------
 
-HOOK_POINTS = (
-    "batch_process",
-    "pre_steps_log",
-    "pre_optim_steps",
-    "pre_epoch_log",
-    "pre_epoch",
-    "process_optim_batch",
-    "post_loss",  # after each optimisation step, with the loss's priorities in the batch
-    "post_optim",
-    "post_optim_log",
-    "post_epoch_log",
-    "post_epoch",
-    "post_optim_complete_log",
-    "post_steps",
-    "post_steps_log",
-    "setup",
-    "shutdown",
-)
-
 
 @dataclass
 class HookContext:
@@ -266,59 +248,8 @@ BUILTIN_HOOKS: dict[str, Callable[..., TrainerHookBase]] = {
     "lr_scheduler": _lr_scheduler,
     "early_stopping": lambda ctx, **kw: EarlyStopping(**kw),
 }
-
-
-@dataclass
-class HookEntry:
-    """One checked entry of the ``hooks`` mapping."""
-
-    name: str
-    builtin: str | None  # a built-in's name; None for a user's ``_target_``
-    points: list[str]  # user hooks: where to call it ([]: its own ``register``)
-    options: dict[str, Any]  # built-in options, or the ``_target_`` and its arguments
-
-
-def parse_hooks(hooks_cfg: DictConfig) -> list[HookEntry]:
-    """Check the ``hooks`` mapping (names, hook points) before anything heavy is built.
-
-    ``{_target_: pkg.Class, at: point|[points], **kwargs}`` is a user's object; any other entry
-    is a built-in (its key, or its ``name:``) and holds that hook's options.
-    """
-    entries = []
-    for key, spec in OmegaConf.to_container(hooks_cfg, resolve=True).items():
-        name, options = str(key), dict(spec or {})
-        if "_target_" in options:
-            at = options.pop("at", None)
-            points = [at] if isinstance(at, str) else list(at or [])
-            for point in points:
-                choose(f"hooks.{name}.at", point, HOOK_POINTS)
-            entries.append(HookEntry(name, None, points, options))
-            continue
-        builtin = options.pop("name", name)
-        if builtin not in BUILTIN_HOOKS:
-            raise ConfigError(
-                f"hooks.{name}: {builtin} is not a built-in hook; choose one of: "
-                f"{', '.join(sorted(BUILTIN_HOOKS))}, or give your own class as "
-                f"+hooks.{name}._target_=pkg.Class +hooks.{name}.at=<hook point>."
-            )
-        entries.append(HookEntry(name, builtin, [], options))
-    return entries
-
-
-SAMPLE_POINTS = ("process_optim_batch", "post_loss")  # where a hook sees each replay sample
-SAMPLE_BUILTINS = ("batch_subsampler", "reward_normalizer")  # built-ins registered there
-
-
-def reads_samples(entries: list[HookEntry]) -> bool:
-    """Whether a hook of the ``hooks`` mapping acts on each sample the update step trains on (at
-    ``process_optim_batch`` or ``post_loss``; a user object that registers itself may): the
-    off-policy update step then leaves sampling to the Trainer's hooks instead of fusing it."""
-    return any(
-        entry.builtin in SAMPLE_BUILTINS
-        or (entry.builtin is None and not entry.points)
-        or any(point in SAMPLE_POINTS for point in entry.points)
-        for entry in entries
-    )
+if set(BUILTIN_HOOKS) != set(BUILTIN_NAMES):  # the names the light check knows, one list
+    raise ImportError(f"rlrun.hook_entries.BUILTIN_NAMES != {sorted(BUILTIN_HOOKS)}")
 
 
 def _user_hook(entry: HookEntry) -> Any:

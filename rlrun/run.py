@@ -77,14 +77,13 @@ from rlrun.envs import make_env
 from rlrun.errors import ConfigError
 from rlrun.evaluation import Evaluator
 from rlrun.folder_lock import hold, release
+from rlrun.hook_entries import parse_hooks, reads_samples
 from rlrun.hooks import (
     EpisodeStats,
     HookContext,
     LinearLRAnnealing,
     LossLog,
     continue_progress_bar,
-    parse_hooks,
-    reads_samples,
     register_config_hooks,
 )
 from rlrun.learners import (

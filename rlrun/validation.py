@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlrun.config import Range
 from rlrun.errors import ConfigError
 from rlrun.folder_lock import held_by, refusal
+from rlrun.hook_entries import HookEntry, parse_hooks
 from rlrun.resume import RESUME_SWEEPER
 from rlrun.run_dirs import is_run_dir
 
@@ -70,17 +71,18 @@ def validate(cfg: DictConfig) -> None:
     check_observations(cfg)
     check_replay_buffer(cfg.replay_buffer, cfg.env, cfg.collector)
     check_policy(cfg.policy)
+    hooks = parse_hooks(cfg.hooks)  # names and hook points
     check_algorithm(cfg)
     check_offline(cfg)
     check_ray_cpus(cfg)
-    check_learners(cfg)  # its hook check, last, imports rlrun.hooks (torchrl)
+    check_learners(cfg, hooks)
     check_env(cfg)  # makes the env once with gymnasium (env.backend=envpool: imports torchrl)
 
     from rlrun.devices import placement  # imports torch
 
     where = placement(cfg)  # devices that exist, and combinations that can work
     check_ray_gpus(cfg, where)
-    check_targets(cfg)
+    check_targets(cfg, hooks)
 
 
 def _ranged_fields(node: DictConfig, prefix: str) -> Iterator[tuple[str, Any, Range]]:
@@ -192,10 +194,8 @@ def _importable(path: str) -> str | None:
     return f"no module named {parts[0]}"
 
 
-def check_targets(cfg: DictConfig) -> None:
+def check_targets(cfg: DictConfig, hooks: list[HookEntry]) -> None:
     """Every ``_target_`` a user may swap (policy, optimiser, transforms, hooks) imports."""
-    from rlrun.hooks import parse_hooks
-
     targets = {
         "policy._target_": cfg.policy.get("_target_"),
         "optim._target_": cfg.optim._target_,
@@ -204,7 +204,7 @@ def check_targets(cfg: DictConfig) -> None:
     for group in ("env", "replay_buffer"):
         for i, transform in enumerate(cfg[group].transforms):
             targets[f"{group}.transforms[{i}]._target_"] = transform.get("_target_")
-    for entry in parse_hooks(cfg.hooks):  # names and hook points, too
+    for entry in hooks:
         targets[f"hooks.{entry.name}._target_"] = entry.options.get("_target_")
     for key, target in targets.items():
         why = _importable(target) if target else None
@@ -714,7 +714,7 @@ REMOTE_ALGORITHMS = ("dqn", "sac", "td3")
 ON_POLICY_ALGORITHMS = ("ppo", "a2c")
 
 
-def check_learners(cfg: DictConfig) -> None:
+def check_learners(cfg: DictConfig, hooks: list[HookEntry]) -> None:
     """What ``trainer.learner_backend=ray`` cannot run (``rlrun/learners.py``)."""
     n = cfg.trainer.num_learners
     if cfg.trainer.learner_backend != "ray":
@@ -771,14 +771,12 @@ def check_learners(cfg: DictConfig) -> None:
             f"checkpoint.backend=torchsnapshot cannot save the Ray learners' state ({why}); "
             "use checkpoint.backend=torch."
         )
-    check_learner_hooks(cfg.hooks)
+    check_learner_hooks(hooks)
 
 
-def check_learner_hooks(hooks: DictConfig) -> None:
+def check_learner_hooks(hooks: list[HookEntry]) -> None:
     """With Ray learners, config hooks run in this process: only at the driver's stages."""
-    from rlrun.hooks import parse_hooks
-
-    for entry in parse_hooks(hooks):
+    for entry in hooks:
         if entry.builtin is not None:
             raise ConfigError(
                 f"hooks.{entry.name}: built-in hooks are not supported with "
