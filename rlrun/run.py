@@ -446,16 +446,18 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
     except KeyboardInterrupt:
         status = "interrupted"
     except Exception as err:
-        error = f"{type(err).__name__}: {err}"
-        if is_pruned(err):  # stopped early by an Optuna search (rlrun/pruning.py)
-            status = "pruned"
-        if out_of_space(err):  # one line, no traceback; resume= once there is space
-            logging.raiseExceptions = False  # log files that cannot grow: no "Logging error"
-            where = run_dir.parent if runs_in_sweep() else run_dir
-            full = disk_full(err, run_dir, cfg.checkpoint.backend, where)
-            error = str(full)
-            raise full from None
-        raise
+        if not raised_by_a_second_signal(err):
+            error = f"{type(err).__name__}: {err}"
+            if is_pruned(err):  # stopped early by an Optuna search (rlrun/pruning.py)
+                status = "pruned"
+            if out_of_space(err):  # one line, no traceback; resume= once there is space
+                logging.raiseExceptions = False  # log files that cannot grow: no "Logging error"
+                where = run_dir.parent if runs_in_sweep() else run_dir
+                full = disk_full(err, run_dir, cfg.checkpoint.backend, where)
+                error = str(full)
+                raise full from None
+            raise
+        status = "interrupted"
     finally:
         started.close()  # loggers closed (a W&B or MLflow run ended), collector shut down
         extra = {"error": error} if error else {}
@@ -469,6 +471,20 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
         print_summary(run_dir, stats, frames, status, unit)
     requeue_if_preempted(signals)  # preempted submitit job: submitit requeues it (resume.py)
     return stats.return_last
+
+
+def raised_by_a_second_signal(err: BaseException) -> bool:
+    """A second Ctrl-C or SIGTERM raises KeyboardInterrupt wherever the run is; library code in
+    between may turn it into an error of its own (TorchRL's vmapped losses raised a
+    RuntimeError about a TensorDict's truth value, 2026-11-26), chained to it."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def runs_in_sweep() -> bool:

@@ -312,3 +312,19 @@ def test_torchsnapshot_sigterm_saves_where_it_stopped(tmp_path: Path) -> None:
     (saved,) = checkpoints(run_dir)
     assert saved.name == f"checkpoint-{stopped['frames']:012d}"
     assert damage(saved, "torchsnapshot") is None
+
+
+def test_an_error_that_a_second_signal_caused_is_an_interruption() -> None:
+    """A second Ctrl-C or SIGTERM raises KeyboardInterrupt wherever the run is; inside TorchRL's
+    vmapped losses it came out as a RuntimeError chained to it (a CQL run, 2026-11-26): the run
+    is ``interrupted``, not failed with a traceback."""
+    from rlrun.run import raised_by_a_second_signal
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("Converting a tensordict to boolean value is not permitted")  # noqa: B904
+    except RuntimeError as err:
+        assert raised_by_a_second_signal(err)
+    assert not raised_by_a_second_signal(RuntimeError("a bug of its own"))
