@@ -32,6 +32,11 @@ class ConservativeSAC(CQLLoss):
         self.bc_steps = bc_steps
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
 
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args, **kwargs) -> None:
+        # a checkpoint saved before the count existed (2026-11-26) resumes with a fresh one
+        state_dict.setdefault(f"{prefix}steps", torch.zeros_like(self.steps))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         out = super().forward(tensordict)
         bc, cql = out.pop("loss_actor_bc"), out.get("loss_actor")
