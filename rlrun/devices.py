@@ -31,7 +31,7 @@ from tensordict.nn import TensorDictModuleBase
 from rlrun.errors import ConfigError, choose
 
 CPU = torch.device("cpu")
-_warned_pin_without_cuda = False
+_pin_warnings: set[str] = set()  # each said once per process
 
 
 @dataclass(frozen=True)
@@ -102,23 +102,31 @@ def parse_device(key: str, name: str, cuda_devices: int) -> torch.device:
 
 
 def _pin_memory(value: object, learner: torch.device, replay: torch.device, cuda: bool) -> bool:
-    """``auto``: pin when a CUDA learner samples a CPU storage. ``true`` without CUDA: warn
-    once, go on unpinned (TorchRL would raise at the first sample)."""
-    global _warned_pin_without_cuda
+    """``auto``: pin when a CUDA learner samples a CPU storage. ``true`` where nothing can be
+    pinned (no CUDA: TorchRL would raise at the first sample; a storage on the GPU already):
+    warn once, go on unpinned."""
     choice = choose("replay_buffer.pin_memory", str(value).lower(), ("auto", "true", "false"))
+    if choice == "true" and replay.type != "cpu":
+        _warn_pin(
+            f"replay_buffer.pin_memory=true but the replay buffer is on {replay}: its samples "
+            "are not pinned (pinning is for a CPU storage; replay_buffer.device=cpu keeps one)."
+        )
     if replay.type != "cpu":
         return False  # samples already live on the accelerator
     if choice == "auto":
         return learner.type == "cuda"
     if choice == "true" and not cuda:
-        if not _warned_pin_without_cuda:
-            warnings.warn(
-                "replay_buffer.pin_memory=true but CUDA is not available: samples are not pinned.",
-                stacklevel=3,
-            )
-            _warned_pin_without_cuda = True
+        _warn_pin(
+            "replay_buffer.pin_memory=true but CUDA is not available: samples are not pinned."
+        )
         return False
     return choice == "true"
+
+
+def _warn_pin(message: str) -> None:
+    if message not in _pin_warnings:
+        warnings.warn(message, stacklevel=4)
+        _pin_warnings.add(message)
 
 
 def _check_cudagraphs(key: str, cfg: DictConfig, device: torch.device, runs: str) -> None:

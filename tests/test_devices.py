@@ -61,13 +61,23 @@ def test_placement_rule(overrides: list[str], gpus: int, expected: tuple) -> Non
     assert w.storing == w.learner, "batches reach the loss on the loss's device"
 
 
-def test_pin_true_without_cuda_warns_once_and_goes_on_unpinned(monkeypatch) -> None:
-    monkeypatch.setattr(devices, "_warned_pin_without_cuda", False)
+@pytest.mark.parametrize(
+    ("overrides", "gpus", "said"),
+    [
+        (["replay_buffer.pin_memory=true"], 0, "CUDA is not available"),
+        (["device=cuda", "replay_buffer.pin_memory=true"], 1, "the replay buffer is on cuda:0"),
+    ],
+)
+def test_pin_true_where_nothing_can_be_pinned_warns_once_and_goes_on_unpinned(
+    monkeypatch, overrides: list[str], gpus: int, said: str
+) -> None:
+    monkeypatch.setattr(devices, "_pin_warnings", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pins = [where("replay_buffer.pin_memory=true", gpus=0).pin_memory for _ in range(2)]
+        pins = [where(*overrides, gpus=gpus).pin_memory for _ in range(2)]
     assert pins == [False, False]
-    assert sum("pin_memory=true" in str(w.message) for w in caught) == 1
+    messages = [str(w.message) for w in caught if "pin_memory=true" in str(w.message)]
+    assert len(messages) == 1 and said in messages[0], messages
 
 
 @pytest.mark.parametrize(
