@@ -347,6 +347,7 @@ class TD3BCConfig(TargetNetConfig):
 
     alpha: float = ranged(0)
     num_qvalue_nets: int = ranged(1)
+    policy_delay: int = ranged(1)
     policy_noise: float = ranged(0)
     noise_clip: float = ranged(0)
     loss_function: RegressionLoss = MISSING

@@ -17,6 +17,7 @@ from torchrl.envs.transforms import VecNormV2
 from torchrl.objectives import ValueEstimators
 
 from rlrun.algorithms.td3 import DelayedSoftUpdate, DelayedTD3Loss
+from rlrun.algorithms.td3_bc import DelayedTD3BCLoss
 from rlrun.envs import SharedObservationNorm
 from rlrun.policies import make_td3_networks
 from rlrun.updates import UpdateStep
@@ -97,10 +98,11 @@ def td3_batch(n: int = 32) -> TensorDict:
     )
 
 
-def test_td3_updates_the_actor_every_policy_delay_critic_steps() -> None:
+@pytest.mark.parametrize("delayed", [DelayedTD3Loss, DelayedTD3BCLoss], ids=["td3", "td3_bc"])
+def test_td3_updates_the_actor_every_policy_delay_critic_steps(delayed: type) -> None:
     torch.manual_seed(0)
     ac = make_td3_networks(observation_spec=OBS, action_spec=ACTION, hidden_sizes=[16])
-    loss = DelayedTD3Loss(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3)
+    loss = delayed(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3)
     loss.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
     optimizer = torch.optim.Adam(loss.parameters(), lr=1e-2)
     # the update step counts the steps and steps the targets, as in a run
@@ -124,10 +126,13 @@ def test_td3_updates_the_actor_every_policy_delay_critic_steps() -> None:
     assert all(c for _, c, _ in moved)  # the critics learn at every step
     assert [t for _, _, t in moved] == [False, False, True] * 3  # targets follow the actor
     state = loss.state_dict()
-    resumed = DelayedTD3Loss(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3)
+    resumed = delayed(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3)
     resumed.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
     resumed.load_state_dict(state)
     assert resumed._steps == 9  # the rhythm survives a checkpoint
+    del state["critic_steps"]  # a checkpoint of td3_bc from before its actor was delayed
+    resumed.load_state_dict(state)
+    assert resumed._steps == 0
 
 
 class RecordingQ(nn.Module):

@@ -16,8 +16,9 @@ from rlrun.algorithms.offpolicy import SoftUpdate, gaussian_noise, off_policy, r
 from rlrun.policies import ActorCritic
 
 
-class DelayedTD3Loss(TD3Loss):
-    """``TD3Loss`` whose actor term reaches the gradient only on every ``policy_delay``-th step.
+class DelayedActor:
+    """For a loss of TD3's family (``TD3Loss``, ``TD3BCLoss``): its actor term reaches the
+    gradient only on every ``policy_delay``-th step.
 
     In between it is returned detached (still logged): the actor's parameters then get no
     gradient at all, and torch optimisers leave parameters without a gradient untouched (no
@@ -37,10 +38,15 @@ class DelayedTD3Loss(TD3Loss):
         self._steps = 0  # the buffer's value, kept on the host (no device sync per step)
         self.actor_updated = False
         self.stepped_outside = False
-        self.register_load_state_dict_post_hook(DelayedTD3Loss._reload_steps)
+        self.register_load_state_dict_post_hook(DelayedActor._reload_steps)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args, **kwargs) -> None:
+        # a td3_bc checkpoint saved before its actor was delayed (2026-11-26) starts counting
+        state_dict.setdefault(f"{prefix}critic_steps", torch.zeros_like(self.critic_steps))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @staticmethod
-    def _reload_steps(module: DelayedTD3Loss, _incompatible: Any) -> None:
+    def _reload_steps(module: DelayedActor, _incompatible: Any) -> None:
         module._steps = int(module.critic_steps)
 
     def begin_step(self) -> bool:
@@ -57,6 +63,10 @@ class DelayedTD3Loss(TD3Loss):
         if not self.actor_updated:
             out.set("loss_actor", out.get("loss_actor").detach())
         return out
+
+
+class DelayedTD3Loss(DelayedActor, TD3Loss):
+    """TorchRL's ``TD3Loss``, its actor delayed (:class:`DelayedActor`)."""
 
 
 class DelayedSoftUpdate(SoftUpdate):
