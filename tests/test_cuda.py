@@ -53,7 +53,8 @@ def trained(workdir: Path, *args: str) -> dict:
         DQN,
         [*DQN, "device=cuda:0", "replay_buffer.storage=memmap",
          "replay_buffer.sampler=prioritized"],
-        [*SAC, "replay_buffer.pin_memory=true", "replay_buffer.prefetch=4"],
+        [*SAC, "replay_buffer.device=cpu", "replay_buffer.pin_memory=true",
+         "replay_buffer.prefetch=4"],  # a CPU storage: its samples pinned, then copied
         ATARI_PPO,
         pytest.param([*ATARI_PPO, "env.backend=envpool"], marks=ENVPOOL),
         ATARI_DQN,
