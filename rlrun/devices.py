@@ -106,13 +106,14 @@ def _pin_memory(value: object, learner: torch.device, replay: torch.device, cuda
     pinned (no CUDA: TorchRL would raise at the first sample; a storage on the GPU already):
     warn once, go on unpinned."""
     choice = choose("replay_buffer.pin_memory", str(value).lower(), ("auto", "true", "false"))
-    if choice == "true" and replay.type != "cpu":
-        _warn_pin(
-            f"replay_buffer.pin_memory=true but the replay buffer is on {replay}: its samples "
-            "are not pinned (pinning is for a CPU storage; replay_buffer.device=cpu keeps one)."
-        )
-    if replay.type != "cpu":
-        return False  # samples already live on the accelerator
+    if replay.type != "cpu":  # samples already live on the accelerator
+        if choice == "true":
+            _warn_pin(
+                f"replay_buffer.pin_memory=true but the replay buffer is on {replay}: its "
+                "samples are not pinned (pinning is for a CPU storage; replay_buffer.device=cpu "
+                "keeps one)."
+            )
+        return False
     if choice == "auto":
         return learner.type == "cuda"
     if choice == "true" and not cuda:
