@@ -285,6 +285,7 @@ class TQCConfig(TargetNetConfig, MaxEntropyConfig):
 class CrossQConfig(MaxEntropyConfig):
     """CrossQ (read by ``rlrun/algorithms/crossq.py``): no target networks."""
 
+    policy_delay: int = ranged(1)
     loss_function: RegressionLoss = MISSING
 
 

@@ -4,6 +4,7 @@ and used by evaluation, and the one-line error without the mujoco extra."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,11 @@ from torchrl.data import Bounded, Composite, Unbounded
 from torchrl.envs.transforms import VecNormV2
 from torchrl.objectives import ValueEstimators
 
-from rlrun.algorithms.td3 import DelayedSoftUpdate, DelayedTD3Loss
+from rlrun.algorithms.crossq import DelayedCrossQLoss
+from rlrun.algorithms.td3 import DelayedActor, DelayedSoftUpdate, DelayedTD3Loss
 from rlrun.algorithms.td3_bc import DelayedTD3BCLoss
 from rlrun.envs import SharedObservationNorm
-from rlrun.policies import make_td3_networks
+from rlrun.policies import make_crossq_networks, make_td3_networks
 from rlrun.updates import UpdateStep
 
 QUIET = ["trainer.progress_bar=false", "checkpoint.every_frames=0"]
@@ -98,25 +100,47 @@ def td3_batch(n: int = 32) -> TensorDict:
     )
 
 
-@pytest.mark.parametrize("delayed", [DelayedTD3Loss, DelayedTD3BCLoss], ids=["td3", "td3_bc"])
-def test_td3_updates_the_actor_every_policy_delay_critic_steps(delayed: type) -> None:
+def delayed_loss(algo: str) -> tuple[Callable[[], DelayedActor], Callable[[DelayedActor], dict]]:
+    """A way to build ``algo``'s delayed loss (twice over the same networks: a run and its
+    resume), and the parameters that must move only with the actor: TD3's targets, CrossQ's
+    temperature (it has no targets)."""
     torch.manual_seed(0)
+    if algo == "crossq":
+        ac = make_crossq_networks(
+            observation_spec=OBS, action_spec=ACTION, hidden_sizes=[16], critic_hidden_sizes=[16]
+        )
+        return (
+            lambda: DelayedCrossQLoss(ac.actor, ac.qvalue, policy_delay=3),
+            lambda loss: {"log_alpha": loss.log_alpha},
+        )
     ac = make_td3_networks(observation_spec=OBS, action_spec=ACTION, hidden_sizes=[16])
-    loss = delayed(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3)
+    cls = {"td3": DelayedTD3Loss, "td3_bc": DelayedTD3BCLoss}[algo]
+    return (
+        lambda: cls(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3),
+        lambda loss: loss.target_actor_network_params.flatten_keys(),
+    )
+
+
+@pytest.mark.parametrize("algo", ["td3", "td3_bc", "crossq"])
+def test_the_actor_learns_every_policy_delay_critic_steps(algo: str) -> None:
+    make, with_actor = delayed_loss(algo)
+    loss = make()
     loss.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
     optimizer = torch.optim.Adam(loss.parameters(), lr=1e-2)
     # the update step counts the steps and steps the targets, as in a run
-    updater = DelayedSoftUpdate(loss, tau=0.5)
+    updater = DelayedSoftUpdate(loss, tau=0.5) if algo != "crossq" else None
     step = UpdateStep(loss, optimizer, 10.0, torch.device("cpu"), target_updater=updater)
     trainer = type("T", (), {"_post_loss_hook": lambda self, batch: None})()
     actor = loss.actor_network_params.flatten_keys().values()
-    critic = loss.qvalue_network_params.flatten_keys().values()
-    targets = loss.target_actor_network_params.flatten_keys().values()
+    critic = [
+        p for p in loss.qvalue_network_params.flatten_keys().values() if p.is_floating_point()
+    ]
+    follows = with_actor(loss).values()
     moved = []
     for _ in range(9):
-        before = [[p.clone() for p in group] for group in (actor, critic, targets)]
+        before = [[p.clone() for p in group] for group in (actor, critic, follows)]
         step.step(trainer, td3_batch())
-        now = (actor, critic, targets)
+        now = (actor, critic, follows)
         changed = [
             [not torch.equal(a, b) for a, b in zip(group, old, strict=True)]
             for group, old in zip(now, before, strict=True)
@@ -124,13 +148,13 @@ def test_td3_updates_the_actor_every_policy_delay_critic_steps(delayed: type) ->
         moved.append((any(changed[0]), all(changed[1]), any(changed[2])))
     assert [a for a, _, _ in moved] == [False, False, True] * 3  # no Adam drift in between
     assert all(c for _, c, _ in moved)  # the critics learn at every step
-    assert [t for _, _, t in moved] == [False, False, True] * 3  # targets follow the actor
+    assert [t for _, _, t in moved] == [False, False, True] * 3  # targets, temperature
     state = loss.state_dict()
-    resumed = delayed(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3)
+    resumed = make()
     resumed.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
     resumed.load_state_dict(state)
     assert resumed._steps == 9  # the rhythm survives a checkpoint
-    del state["critic_steps"]  # a checkpoint of td3_bc from before its actor was delayed
+    del state["critic_steps"]  # a checkpoint from before the actor was delayed
     resumed.load_state_dict(state)
     assert resumed._steps == 0
 

@@ -17,10 +17,10 @@ from rlrun.policies import ActorCritic
 
 
 class DelayedActor:
-    """For a loss of TD3's family (``TD3Loss``, ``TD3BCLoss``): its actor term reaches the
-    gradient only on every ``policy_delay``-th step.
+    """For a loss with an actor term (``TD3Loss``, ``TD3BCLoss``, ``CrossQLoss``): the terms named
+    in ``delayed`` reach the gradient only on every ``policy_delay``-th step.
 
-    In between it is returned detached (still logged): the actor's parameters then get no
+    In between they are returned detached (still logged): the actor's parameters then get no
     gradient at all, and torch optimisers leave parameters without a gradient untouched (no
     Adam momentum step), as in TD3's separate actor optimiser. The step count is a buffer, so
     it is saved in checkpoints and a resumed run keeps the rhythm.
@@ -30,6 +30,8 @@ class DelayedActor:
     replay the value it was captured with. TorchRL's own step (Ray learners) calls ``forward``
     only, which then counts.
     """
+
+    delayed: tuple[str, ...] = ("loss_actor",)
 
     def __init__(self, *args: Any, policy_delay: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -41,7 +43,8 @@ class DelayedActor:
         self.register_load_state_dict_post_hook(DelayedActor._reload_steps)
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args, **kwargs) -> None:
-        # a td3_bc checkpoint saved before its actor was delayed (2026-11-26) starts counting
+        # a td3_bc or crossq checkpoint saved before its actor was delayed (2026-11-26) starts
+        # counting
         state_dict.setdefault(f"{prefix}critic_steps", torch.zeros_like(self.critic_steps))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
@@ -61,7 +64,8 @@ class DelayedActor:
             self.begin_step()
         out = super().forward(tensordict)
         if not self.actor_updated:
-            out.set("loss_actor", out.get("loss_actor").detach())
+            for key in self.delayed:
+                out.set(key, out.get(key).detach())
         return out
 
 
