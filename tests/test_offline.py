@@ -190,3 +190,49 @@ def test_record_wants_a_run_folder(workdir: Path) -> None:
     (workdir / "outputs").mkdir()
     proc = run_rlrun("record", str(workdir), "episodes=2", cwd=workdir, check=False)
     assert proc.returncode == 2 and "not a run folder" in proc.stderr
+
+
+def test_cql_conservative_term_is_the_official_codes() -> None:
+    """One log-sum-exp per state over all 3 x num_random actions, each Q taken at the state and
+    importance-weighted, as in rlkit/torch/sac/cql.py (TorchRL 0.14.1's CQLLoss differs)."""
+    from tensordict import TensorDict
+    from torchrl.envs import GymEnv
+
+    from rlrun.algorithms.cql import ConservativeSAC
+    from rlrun.policies import make_sac_networks
+
+    torch.manual_seed(1)
+    env = GymEnv("Pendulum-v1")  # actions in [-2, 2]: the uniform actions' density is 1/4
+    spec = env.action_spec
+    ac = make_sac_networks(observation_spec=env.observation_spec, action_spec=spec)
+    n, batch, weight = 4, 16, 5.0
+    loss = ConservativeSAC(ac.actor, ac.qvalue, min_q_weight=weight, num_random=n,
+                           target_entropy=-1.0, low=spec.space.low,
+                           high=spec.space.high)  # fmt: skip
+    data = env.rollout(batch, break_when_any_done=False)
+    loss.q_loss(data)  # writes the predicted Q values the term subtracts
+    torch.manual_seed(0)
+    term, _ = loss.cql_loss(data)
+
+    torch.manual_seed(0)  # the same draws, in the same order
+    params = loss.actor_network_params
+    at_s, logp_s = loss._get_policy_actions(data.copy(), params, n)
+    at_next, logp_next = loss._get_policy_actions(data.get("next").copy(), params, n)
+    uniform = torch.rand_like(at_s["action"]) * 4 - 2
+    obs = data["observation"].unsqueeze(1).repeat(1, n, 1).view(batch * n, -1)
+    expected = 0.0
+    for i, pred in enumerate((data["pred_q1"], data["pred_q2"])):
+
+        def q(actions: torch.Tensor, i: int = i) -> torch.Tensor:
+            with loss.qvalue_network_params[i].to_module(loss.qvalue_network):
+                out = loss.qvalue_network(
+                    TensorDict(observation=obs, action=actions, batch_size=[batch * n])
+                )
+            return out["state_action_value"].view(batch, n, 1)
+
+        cat = torch.cat([q(uniform) - np.log(0.25),
+                         q(at_next["action"]) - logp_next.view(batch, n, 1),
+                         q(at_s["action"]) - logp_s.view(batch, n, 1)], 1)  # fmt: skip
+        expected = expected + (torch.logsumexp(cat, 1).mean() - pred.mean()) * weight
+    torch.testing.assert_close(term, expected)
+    assert data["cql_q1_loss"].shape == (batch,)  # one gap per state
