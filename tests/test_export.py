@@ -65,7 +65,15 @@ def runner(path: Path):
 
 @pytest.mark.parametrize(
     ("name", "fmt"),
-    [(n, f) for n in ("ppo", "sac", "lstm") for f in ("onnx", "torchscript")] + [("norm", "onnx")],
+    # each format once for a feed-forward policy (export.py's formats do not depend on it), both
+    # for the recurrent one (TorchScript traces it at batch 1)
+    [
+        ("ppo", "onnx"),
+        ("sac", "torchscript"),
+        ("lstm", "onnx"),
+        ("lstm", "torchscript"),
+        ("norm", "onnx"),
+    ],  # fmt: skip
 )
 def test_export_gives_the_in_process_actions(runs, name: str, fmt: str) -> None:
     import rlrun
@@ -123,7 +131,6 @@ def test_a_policy_without_a_graph_is_refused_in_one_line(runs) -> None:
     [
         (["format=tflite"], "format=tflite is not valid; use format=onnx or format=torchscript"),
         ([], "format= is missing"),
-        (["format=onnx", "env.obs_mask=[0]"], "does not fit checkpoint-000000001024"),
         (["format=onnx", "device=cuda"], "loads the policy on the CPU; drop device="),
     ],
 )

@@ -241,7 +241,8 @@ def test_a_job_that_fails_while_being_built_ends_its_logger_runs(workdir: Path) 
         "+hooks.broken.fail=true,false",
         cwd=workdir, check=False, env={"PYTHONPATH": str(Path(__file__).parent)},
     )  # fmt: skip
-    assert "this hook is broken" in proc.stderr
+    assert proc.returncode == 1 and "this hook is broken" in proc.stderr
+    assert "1 of 2 sweep jobs failed" in proc.stderr
     failed, completed = run_dirs(workdir)
     assert summary(failed)["status"] == "failed"
     assert summary(completed)["status"] == "completed"

@@ -37,17 +37,3 @@ def test_ppo_learns_cartpole(workdir):
     s = summary(run_dir)
     assert s["status"] == "completed"
     assert s["train_return_best"] > 150, s
-
-
-def test_parallel_env_workers_spawn(workdir):
-    run_rlrun(
-        "+experiment=ppo",
-        *TINY,
-        "env.num_envs=2",
-        "env.parallel=true",
-        "env.mp_start_method=spawn",
-        cwd=workdir,
-    )
-    (run_dir,) = run_dirs(workdir)
-    assert summary(run_dir)["status"] == "completed"
-    assert summary(run_dir)["frames"] == 1024
