@@ -3,7 +3,7 @@ learning check against random play.
 
 - Env only (``--env-steps`` steps of ``--num-envs`` Pong envs, random actions, in this process):
   raw ``envpool.make(...).step`` with the options rlrun gives envpool; rlrun's training env on
-  ``env.backend=envpool`` and on ``gym_vector`` (``rlrun.envs.make_env``: the preprocessing plus
+  ``env.backend=envpool`` and on ``gym_vector`` (``rlrun.builders.envs.make_env``: the preprocessing plus
   step counter, game score, end of life and reward clipping), stepped by TorchRL's ``rollout``.
   Frames are agent steps (4 emulator frames each).
 - PPO: ``rlrun +experiment=ppo_atari`` for ``--frames`` frames on each backend: frames/s of the
@@ -47,7 +47,7 @@ def raw_envpool(steps: int, num_envs: int) -> float:
     import envpool
     import numpy as np
 
-    from rlrun.envpool_env import _atari_kwargs
+    from rlrun.builders.envpool_env import _atari_kwargs
 
     env = envpool.make(
         "Pong-v5", env_type="gymnasium", num_envs=num_envs, **_atari_kwargs(env_cfg().atari)
@@ -64,7 +64,7 @@ def raw_envpool(steps: int, num_envs: int) -> float:
 def rlrun_env(backend: str, steps: int, num_envs: int) -> float:
     from torchrl.envs.utils import RandomPolicy
 
-    from rlrun.envs import make_env
+    from rlrun.builders.envs import make_env
 
     env = make_env(env_cfg(f"env.backend={backend}", f"env.num_envs={num_envs}"), seed=0)
     policy = RandomPolicy(env.full_action_spec["action"])
@@ -80,7 +80,7 @@ def random_play(games: int) -> float:
     """Breakout's mean game score under uniformly random actions (the evaluation env)."""
     from torchrl.envs.utils import RandomPolicy
 
-    from rlrun.envs import make_env
+    from rlrun.builders.envs import make_env
 
     env = make_env(env_cfg("env=breakout", "env.num_envs=1"), seed=0, training=False)
     policy, scores = RandomPolicy(env.full_action_spec["action"]), []

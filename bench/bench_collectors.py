@@ -24,11 +24,11 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from rlrun.collectors import make_collector
+from rlrun.builders.collectors import make_collector
+from rlrun.builders.devices import Placement
+from rlrun.builders.envs import make_env
+from rlrun.builders.policies import build_policy
 from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
-from rlrun.devices import Placement
-from rlrun.envs import make_env
-from rlrun.policies import build_policy
 
 ENV = EnvConfig()  # CartPole-v1, gym_vector backend, 8 envs: the env group's default
 

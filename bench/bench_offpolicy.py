@@ -5,7 +5,7 @@
 - SAC: after 20k frames, the deterministic policy's mean return over 20 evaluation episodes
   (target: -200 or better), beside the mean of the last 5 training episodes (noisy: a Pendulum
   episode's return depends on its random start).
-- Sampling: samples/s of ``rlrun.buffers.make_replay_buffer`` with and without a transform
+- Sampling: samples/s of ``rlrun.builders.buffers.make_replay_buffer`` with and without a transform
   (one that returns ``device=None``) and prefetch.
 
 Writes ``bench/results/offpolicy.json``. Usage:
@@ -120,9 +120,9 @@ def bench_sampling(root: Path, n: int = 100_000, batch: int = 256, draws: int = 
     from omegaconf import OmegaConf
     from tensordict import TensorDict
 
-    from rlrun.buffers import make_replay_buffer
+    from rlrun.builders.buffers import make_replay_buffer
+    from rlrun.builders.devices import Placement
     from rlrun.config import ReplayBufferConfig
-    from rlrun.devices import Placement
 
     torch.set_num_threads(1)
     data = TensorDict(

@@ -147,10 +147,10 @@ def collection(num_envs: int = 128, rounds: int = 7) -> dict:
     from tensordict import TensorDictBase
     from torchrl.envs.utils import RandomPolicy
 
-    from rlrun.collectors import make_collector
+    from rlrun.builders.collectors import make_collector
+    from rlrun.builders.devices import Placement
+    from rlrun.builders.envs import make_env
     from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
-    from rlrun.devices import Placement
-    from rlrun.envs import make_env
 
     steps = 64  # vector steps per round, for each side
     vec = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")

@@ -62,11 +62,11 @@ def worker_and_sync(workers: int, batches: int = 20) -> dict:
     from hydra import compose, initialize_config_module
     from tensordict import TensorDict
 
-    from rlrun.collectors import make_collector
+    from rlrun.builders.collectors import make_collector
+    from rlrun.builders.devices import Placement
+    from rlrun.builders.envs import make_env
+    from rlrun.builders.policies import build_policy
     from rlrun.config import register_configs
-    from rlrun.devices import Placement
-    from rlrun.envs import make_env
-    from rlrun.policies import build_policy
 
     register_configs()
     overrides = ["+experiment=ppo", "collector=ray", f"collector.num_workers={workers}"]

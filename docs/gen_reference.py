@@ -343,11 +343,11 @@ def commands_page() -> str:
 
 API_PAGE = """# Python API
 
-A trained run, loaded in Python: `rlrun.load` (`rlrun/loading.py`).
+A trained run, loaded in Python: `rlrun.load` (`rlrun/commands/loading.py`).
 
-::: rlrun.loading.load
+::: rlrun.commands.loading.load
 
-::: rlrun.loading.TrainedPolicy
+::: rlrun.commands.loading.TrainedPolicy
     options:
       members: false
 """

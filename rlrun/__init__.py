@@ -10,10 +10,10 @@ LAUNCHED_AT = time.time()  # for summary.json's time from launch to the first co
 
 
 def __getattr__(name: str) -> Any:
-    """``rlrun.load`` (``rlrun/loading.py``), imported on first use: the console script imports
+    """``rlrun.load`` (``rlrun/commands/loading.py``), imported on first use: the console script imports
     this package and must not pay for torch before it needs it."""
     if name == "load":
-        from rlrun.loading import load
+        from rlrun.commands.loading import load
 
         return load
     raise AttributeError(f"module 'rlrun' has no attribute {name!r}")

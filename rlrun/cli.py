@@ -19,24 +19,24 @@ from hydra.errors import ConfigCompositionException, HydraException, MissingConf
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from rlrun.commandline import check_command_line, describe_config_error
 from rlrun.config import register_configs
-from rlrun.errors import ConfigError, RunError, describe_config_error
-from rlrun.folder_lock import hold
-from rlrun.provenance import COMMAND_ENV
-from rlrun.resume import path_value, resume_args
-from rlrun.validation import check_command_line
+from rlrun.errors import ConfigError, RunError
+from rlrun.folders.folder_lock import hold
+from rlrun.folders.provenance import COMMAND_ENV
+from rlrun.folders.resume import path_value, resume_args
 
 # rlrun's presets rlrun/conf/hydra/launcher/joblib.yaml, hydra/sweeper/basic.yaml, ... share the
 # plugins' names on purpose (the plugin's dataclass validates them); Hydra warns about it on each
 # composition. Launcher workers get the same filter from hydra_plugins/rlrun_sweepers/__init__.py.
 warnings.filterwarnings("ignore", message=r"\n'hydra/.*' is validated against ConfigStore")
 SUBCOMMANDS = {
-    "report": "rlrun.report",
-    "eval": "rlrun.playback",
-    "export": "rlrun.export_command",
-    "reproduce": "rlrun.reproduce",
-    "check": "rlrun.check",
-    "record": "rlrun.record",
+    "report": "rlrun.commands.report",
+    "eval": "rlrun.commands.eval",
+    "export": "rlrun.commands.export",
+    "reproduce": "rlrun.commands.reproduce",
+    "check": "rlrun.commands.check",
+    "record": "rlrun.commands.record",
 }
 
 HELP = """\

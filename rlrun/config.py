@@ -16,6 +16,7 @@ carry its own keys, which are handed to their ``_target_``.
 from __future__ import annotations
 
 import math
+import re
 import secrets
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -79,8 +80,8 @@ PROBABILITY = {"low": 0, "high": 1}  # [0, 1]
 
 @dataclass
 class AtariConfig:
-    """Atari preprocessing (``env.atari``; read by ``rlrun/atari.py`` and, for
-    ``env.backend=envpool``, ``rlrun/envpool_env.py``)."""
+    """Atari preprocessing (``env.atari``; read by ``rlrun/builders/atari.py`` and, for
+    ``env.backend=envpool``, ``rlrun/builders/envpool_env.py``)."""
 
     noop_max: int = ranged(0)
     frame_skip: int = ranged(1)
@@ -93,7 +94,7 @@ class AtariConfig:
 
 @dataclass
 class EnvConfig:
-    """An environment: any gymnasium id, wrapped by TorchRL (read by ``rlrun/envs.py``)."""
+    """An environment: any gymnasium id, wrapped by TorchRL (read by ``rlrun/builders/envs.py``)."""
 
     id: str = MISSING
     imports: list[str] = MISSING
@@ -118,7 +119,7 @@ STEPPING_PHASES = ("collect", "eval")  # phases that call the policy once per en
 
 @dataclass
 class PolicyConfig:
-    """Actor and critic networks (read by ``rlrun/policies.py``)."""
+    """Actor and critic networks (read by ``rlrun/builders/policies.py``)."""
 
     _target_: str = MISSING
     kind: PolicyKind = MISSING
@@ -169,7 +170,7 @@ POLICY_SCHEMAS = {
 @dataclass
 class AlgoConfig:
     """Keys of every algorithm: ``name``, ``gamma`` (``rlrun/algorithms/``) and the update
-    step's ``max_grad_norm``, ``compile``, ``cudagraphs`` (``rlrun/updates.py``)."""
+    step's ``max_grad_norm``, ``compile``, ``cudagraphs`` (``rlrun/builders/updates.py``)."""
 
     name: str = MISSING
     gamma: float = ranged(**PROBABILITY)
@@ -356,7 +357,7 @@ class TD3BCConfig(TargetNetConfig):
 
 @dataclass
 class CollectorConfig:
-    """Data collection (read by ``rlrun/collectors.py``)."""
+    """Data collection (read by ``rlrun/builders/collectors.py``)."""
 
     kind: CollectorKind = MISSING  # none: no env stepping, learn from ``dataset`` alone
     frames_per_batch: int = ranged(1)
@@ -371,7 +372,7 @@ class CollectorConfig:
 
 @dataclass
 class RayConfig:
-    """The Ray runtime of ``collector=ray`` (read by ``rlrun/ray_runtime.py``)."""
+    """The Ray runtime of ``collector=ray`` (read by ``rlrun/builders/ray_runtime.py``)."""
 
     address: str | None = MISSING
     num_cpus: int | None = ranged(1)
@@ -386,7 +387,7 @@ class RayConfig:
 
 @dataclass
 class ReplayBufferConfig:
-    """Replay buffer (read by ``rlrun/buffers.py``)."""
+    """Replay buffer (read by ``rlrun/builders/buffers.py``)."""
 
     storage: Storage = MISSING
     device: str = MISSING
@@ -406,7 +407,7 @@ class ReplayBufferConfig:
 
 @dataclass
 class OptimConfig:
-    """Optimizer (read by ``rlrun/updates.py``)."""
+    """Optimizer (read by ``rlrun/builders/updates.py``)."""
 
     _target_: str = MISSING
     lr: float = ranged(**POSITIVE)
@@ -429,7 +430,7 @@ class TrainerConfig:
 
 @dataclass
 class LoggerConfig:
-    """Loggers, one or several (read by ``rlrun/loggers.py``)."""
+    """Loggers, one or several (read by ``rlrun/builders/loggers.py``)."""
 
     csv: bool = MISSING
     tensorboard: bool = MISSING
@@ -447,7 +448,7 @@ class LoggerConfig:
 
 @dataclass
 class CheckpointConfig:
-    """Checkpoints (read by ``rlrun/checkpoints.py``)."""
+    """Checkpoints (read by ``rlrun/builders/checkpoints.py``)."""
 
     backend: CheckpointBackend = MISSING
     every_frames: int = ranged(0)
@@ -456,7 +457,7 @@ class CheckpointConfig:
 
 @dataclass
 class EvalConfig:
-    """Evaluation on a separate env (read by ``rlrun/evaluation.py``)."""
+    """Evaluation on a separate env (read by ``rlrun/builders/evaluation.py``)."""
 
     every_frames: int = ranged(0)
     episodes: int = ranged(1)
@@ -466,7 +467,7 @@ class EvalConfig:
 
 @dataclass
 class ReferenceConfig:
-    """A published figure an experiment preset should reach (read by ``rlrun/references.py``:
+    """A published figure an experiment preset should reach (read by ``rlrun/commands/references.py``:
     ``rlrun report`` and ``rlrun check``). A preset's ``reference:`` block gives every key but
     ``note``; there is no group default, since a figure belongs to one preset."""
 
@@ -522,6 +523,22 @@ ALGO_SCHEMAS = {
     "iql": IQLConfig,
     "td3_bc": TD3BCConfig,
 }
+
+
+SECRET = re.compile(r"api_?key|token|secret|password", re.IGNORECASE)
+
+
+def redact_secrets(value: Any) -> Any:
+    """Drop values under secret-looking keys (``api_key``, ``token``, ...) before anything is
+    saved or sent: configs go into loggers and checkpoints."""
+    if isinstance(value, dict):
+        return {
+            k: "<redacted>" if SECRET.search(str(k)) else redact_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_secrets(v) for v in value]
+    return value
 
 
 def run_tag() -> str:

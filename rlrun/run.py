@@ -10,12 +10,12 @@ stage, hooks act in the order ``build_trainer`` registers them, the ``hooks`` co
 1. ``batch_process``: off-policy, the batch goes into the replay buffer; PPO computes advantages
    and fills its minibatch storage; DQN anneals epsilon. An offline run (``collector=none``)
    collects nothing: its "batch" is ``collector.frames_per_batch`` optimisation steps, each
-   sampling the dataset (``rlrun/datasets.py``); with a dataset and a collector, collected
+   sampling the dataset (``rlrun/builders/datasets.py``); with a dataset and a collector, collected
    frames join the online half of TorchRL's offline-to-online buffer (``pre_epoch``).
 2. ``pre_steps_log``: episode returns and lengths, frames/s, PPO's log-prob check, epsilon.
 3. unless still in ``collector.init_random_frames``, for each epoch and optimisation step:
    ``process_optim_batch`` (PPO's minibatch, or a prioritized/slice replay sample, on the
-   learner's device), the update step (``rlrun/updates.py``: off-policy with uniform replay, one
+   learner's device), the update step (``rlrun/builders/updates.py``: off-policy with uniform replay, one
    fused function that samples the storage itself, then loss, backward, clip, optimiser step and
    soft target update; a hard target copy after it), ``post_loss`` (replay priorities),
    ``post_optim``; then ``post_optim_complete_log`` (losses).
@@ -49,8 +49,8 @@ from torchrl.envs.transforms import VecNormV2
 from torchrl.trainers import Trainer
 
 from rlrun.algorithms import make_algorithm
-from rlrun.atari import END_OF_LIFE
-from rlrun.checkpoints import (
+from rlrun.builders.atari import END_OF_LIFE
+from rlrun.builders.checkpoints import (
     CHECKPOINT_DIR,
     SnapshotSaver,
     checkpoint_dirs,
@@ -61,24 +61,22 @@ from rlrun.checkpoints import (
     save_now,
     trainer_checkpoint_kwargs,
 )
-from rlrun.collectors import (
+from rlrun.builders.collectors import (
     fresh_batches,
     make_collector,
     runs_in_place,
     weight_sync_hook,
     worker_failures,
 )
-from rlrun.copying import check_loss_trains_in_place
-from rlrun.datasets import DatasetFeed, data_source, make_replay
-from rlrun.determinism import make_deterministic
-from rlrun.devices import on_device, placement
-from rlrun.disk import out_of_space
-from rlrun.envs import make_env
-from rlrun.errors import ConfigError
-from rlrun.evaluation import Evaluator
-from rlrun.folder_lock import hold, release
-from rlrun.hook_entries import parse_hooks, reads_samples
-from rlrun.hooks import (
+from rlrun.builders.copying import check_loss_trains_in_place
+from rlrun.builders.datasets import DatasetFeed, data_source, make_replay
+from rlrun.builders.determinism import make_deterministic
+from rlrun.builders.devices import on_device, placement
+from rlrun.builders.disk import out_of_space
+from rlrun.builders.envs import make_env
+from rlrun.builders.evaluation import Evaluator
+from rlrun.builders.hook_entries import parse_hooks, reads_samples
+from rlrun.builders.hooks import (
     EpisodeStats,
     HookContext,
     LinearLRAnnealing,
@@ -86,25 +84,27 @@ from rlrun.hooks import (
     continue_progress_bar,
     register_config_hooks,
 )
-from rlrun.learners import (
+from rlrun.builders.learners import (
     RemoteLearners,
     learner_options,
     receive_weights_here,
     remote_learners,
 )
-from rlrun.loggers import make_logger
-from rlrun.policies import build_policy
-from rlrun.provenance import record_environment
-from rlrun.pruning import is_pruned, register_pruning
-from rlrun.ray_runtime import cpus_reserved, ray_session, uses_ray
-from rlrun.resume import (
+from rlrun.builders.loggers import make_logger
+from rlrun.builders.policies import build_policy
+from rlrun.builders.pruning import is_pruned, register_pruning
+from rlrun.builders.ray_runtime import cpus_reserved, ray_session, uses_ray
+from rlrun.builders.updates import UpdateStep, make_optimizer
+from rlrun.errors import ConfigError
+from rlrun.folders.folder_lock import hold, release
+from rlrun.folders.provenance import record_environment
+from rlrun.folders.resume import (
     preemption_signals,
     requeue_if_preempted,
     requeued_checkpoint,
     submitit_job,
 )
-from rlrun.run_dirs import shown
-from rlrun.updates import UpdateStep, make_optimizer
+from rlrun.folders.run_dirs import shown
 from rlrun.validation import validate
 
 log = logging.getLogger(__name__)
@@ -193,11 +193,11 @@ def build_trainer(
     What runs on its own once built (collector workers, loggers: a W&B or MLflow run) goes on
     ``started``, for the caller to stop if a later step fails."""
     started = started if started is not None else ExitStack()
-    where = placement(cfg)  # every device of the run, decided once (rlrun/devices.py)
+    where = placement(cfg)  # every device of the run, decided once (rlrun/builders/devices.py)
     hooks = parse_hooks(cfg.hooks)  # checked before anything heavy is built
     torch.set_num_threads(cfg.trainer.num_threads or 1)
     seed_everything(cfg.seed)
-    if cfg.deterministic:  # rlrun/determinism.py
+    if cfg.deterministic:  # rlrun/builders/determinism.py
         make_deterministic(cfg)
     if uses_ray(cfg):  # started (or joined) here, stopped after everything else (ray_runtime.py)
         started.enter_context(ray_session(cfg.ray, sum(cpus_reserved(cfg))))
@@ -209,12 +209,12 @@ def build_trainer(
         env.append_transform(transform)
     fresh = fresh_batches(cfg.collector)
     algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch, where.learner, fresh)
-    if cfg.env.atari is not None and cfg.env.atari.episodic_life:  # rlrun/atari.py
+    if cfg.env.atari is not None and cfg.env.atari.episodic_life:  # rlrun/builders/atari.py
         algo.episodes_end_at(END_OF_LIFE)
     policy = ac.rollout_policy("collect")  # actor (+ recurrent critic) in step mode
     if algo.exploration is not None:  # e.g. DQN's epsilon-greedy, only while collecting
         policy = TensorDictSequential(policy, algo.exploration)
-    source = data_source(cfg)  # collector, dataset or both: decided once (rlrun/datasets.py)
+    source = data_source(cfg)  # collector, dataset or both: decided once (rlrun/builders/datasets.py)
     if source == "dataset":  # offline: no env stepped, the run's frames are optimisation steps
         collector = DatasetFeed(cfg.collector.frames_per_batch, cfg.trainer.total_frames)
     else:
@@ -235,8 +235,8 @@ def build_trainer(
             remote_learners=remote_learners(cfg),
         )
     started.callback(collector.shutdown)
-    remote = remote_learners(cfg)  # optimised on Ray actors (rlrun/learners.py)
-    # what the loss samples from: collected frames, the dataset, or both (rlrun/datasets.py)
+    remote = remote_learners(cfg)  # optimised on Ray actors (rlrun/builders/learners.py)
+    # what the loss samples from: collected frames, the dataset, or both (rlrun/builders/datasets.py)
     replay = make_replay(
         cfg, source, algo.off_policy, env, run_dir, where, remote, reads_samples(hooks), started
     )
@@ -276,7 +276,7 @@ def build_trainer(
         num_epochs=algo.num_epochs,
         loss_module=algo.loss,
         optimizer=optimizer,
-        optimization_stepper=update,  # loss, backward, clip, step (rlrun/updates.py)
+        optimization_stepper=update,  # loss, backward, clip, step (rlrun/builders/updates.py)
         logger=logger,
         progress_bar=cfg.trainer.progress_bar,
         log_interval=cfg.trainer.log_every_frames,
@@ -367,7 +367,7 @@ def resume_checkpoint(cfg: DictConfig) -> Path | None:
     """``resume=<run folder or checkpoint>``: the checkpoint to restore (checked before anything
     is built, so a wrong path leaves the run folder as it was). Without ``resume``, a submitit job
     requeued after a preemption or its time limit continues from the newest checkpoint in its
-    own folder (``rlrun/resume.py``); any other run starts from scratch."""
+    own folder (``rlrun/folders/resume.py``); any other run starts from scratch."""
     if not cfg.resume:
         return requeued_checkpoint(cfg)
     found = find_checkpoint(Path(cfg.resume), cfg.checkpoint.backend)
@@ -399,7 +399,7 @@ def run_job(cfg: DictConfig) -> float | None:
     ``interrupted``). Returns the final training return (a sweeper's objective)."""
     quiet_torchrl()
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    # one writer per folder (rlrun/folder_lock.py); a requeued submitit job waits for its
+    # one writer per folder (rlrun/folders/folder_lock.py); a requeued submitit job waits for its
     # preempted predecessor's lock to go with it
     hold(run_dir, "run", wait_s=REQUEUE_WAIT_S if submitit_job() else 0)
     try:
@@ -421,7 +421,7 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
     started = ExitStack()  # collector and loggers, stopped however the job ends
     try:
         validate(cfg)  # again, for the jobs an Optuna search composes (the CLI checked the rest)
-        record_environment(run_dir, cfg)  # versions, host, command: rlrun/provenance.py
+        record_environment(run_dir, cfg)  # versions, host, command: rlrun/folders/provenance.py
         trainer = build_trainer(cfg, run_dir, stats, started)
         if cfg.checkpoint.backend == "torchsnapshot":
             saver = SnapshotSaver(cfg, run_dir)
@@ -448,7 +448,7 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
     except Exception as err:
         if not raised_by_a_second_signal(err):
             error = f"{type(err).__name__}: {err}"
-            if is_pruned(err):  # stopped early by an Optuna search (rlrun/pruning.py)
+            if is_pruned(err):  # stopped early by an Optuna search (rlrun/builders/pruning.py)
                 status = "pruned"
             if out_of_space(err):  # one line, no traceback; resume= once there is space
                 logging.raiseExceptions = False  # log files that cannot grow: no "Logging error"

@@ -4,7 +4,7 @@ Hydra has already rejected unknown keys, wrong types and invalid choices (``rlru
 :func:`validate` adds what a schema cannot say: numeric ranges, rules that span groups (the
 algorithm against the env's action space, a recurrent policy against the algorithm, the collector
 against its policy factory, evaluation against the env), importable ``_target_``s, the devices
-(``rlrun/devices.py``) and the optional packages a choice needs. :func:`check_run_folder` says
+(``rlrun/builders/devices.py``) and the optional packages a choice needs. :func:`check_run_folder` says
 whether the run folder can be written. The console script runs both before Hydra creates the run
 folder, so a rejected run leaves nothing on disk (``rlrun/cli.py``); every job runs
 :func:`validate` again, for launchers and sweepers that compose jobs themselves.
@@ -16,22 +16,20 @@ import dataclasses
 import functools
 import importlib.util
 import json
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlrun.builders.env_ids import check_env_id, import_env_modules
+from rlrun.builders.hook_entries import HookEntry, parse_hooks
 from rlrun.config import Range
 from rlrun.errors import ConfigError
-from rlrun.folder_lock import held_by, refusal
-from rlrun.hook_entries import HookEntry, parse_hooks
-from rlrun.resume import RESUME_SWEEPER
-from rlrun.run_dirs import is_run_dir
+from rlrun.folders.run_dirs import is_run_dir
 
 if TYPE_CHECKING:
-    from rlrun.devices import Placement
+    from rlrun.builders.devices import Placement
 
 # what each optional choice imports, and the extra that installs it
 EXTRAS = {
@@ -78,7 +76,7 @@ def validate(cfg: DictConfig) -> None:
     check_learners(cfg, hooks)
     check_env(cfg)  # makes the env once with gymnasium (env.backend=envpool: imports torchrl)
 
-    from rlrun.devices import placement  # imports torch
+    from rlrun.builders.devices import placement  # imports torch
 
     where = placement(cfg)  # devices that exist, and combinations that can work
     check_ray_gpus(cfg, where)
@@ -159,7 +157,7 @@ def check_wandb_credentials(cfg: DictConfig) -> None:
     once the run is built (``auto`` logs offline instead)."""
     if not cfg.wandb or cfg.mode != "online":
         return
-    from rlrun.tracking import wandb_auth_problem
+    from rlrun.builders.tracking import wandb_auth_problem
 
     problem = wandb_auth_problem()
     if problem is not None:
@@ -426,50 +424,9 @@ def check_dataset(dataset: str) -> None:
     )
 
 
-def import_env_modules(modules: Sequence[str]) -> None:
-    """``env.imports``: your modules that register gymnasium ids when imported (as
-    rl-baselines3-zoo's ``--gym-packages``), imported before an id is looked up: in this check,
-    and by ``rlrun/envs.py`` in every process that makes envs (collector and env workers)."""
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception as err:  # not installed, or failing on import: one line either way
-            where = "" if isinstance(err, ImportError) else " (it failed on import)"
-            raise ConfigError(
-                f"env.imports: cannot import {name}{where}: {type(err).__name__}: {err}. "
-                "Install the package, or put its folder on PYTHONPATH."
-            ) from None
-
-
-def check_env_id(env_id: str) -> None:
-    """Fail with the nearest registered ids when gymnasium does not know ``env_id`` (ale-py
-    registers the ``ALE/...`` ids on request)."""
-    import difflib
-
-    import gymnasium
-
-    if env_id.startswith("ALE/"):
-        try:
-            import ale_py
-        except ImportError:
-            raise ConfigError(
-                "Atari envs (ALE/...) need ale-py: pip install 'rlrun[atari]'."
-            ) from None
-        gymnasium.register_envs(ale_py)
-    if env_id in gymnasium.envs.registry:
-        return
-    near = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=3, cutoff=0.5)
-    hint = f" Nearest ids: {', '.join(near)}." if near else ""
-    raise ConfigError(
-        f"env.id={env_id} is not a registered gymnasium env.{hint} Your own env: "
-        "env.imports=[<module that registers it>]."
-    )
-
-
 @functools.cache
 def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
     """The action space's class and the render modes of ``env_id`` (one env made and closed)."""
-    import json
 
     import gymnasium
     from gymnasium.error import DependencyNotInstalled
@@ -493,10 +450,9 @@ def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
 def check_env(cfg: DictConfig) -> None:
     """The env exists, its packages are installed, the algorithm can act in it, and evaluation
     can render it."""
-    import json
 
     if cfg.env.backend == "envpool":
-        from rlrun.envpool_env import envpool_task
+        from rlrun.builders.envpool_env import envpool_task
 
         envpool_task(cfg.env)
     kwargs = OmegaConf.to_container(cfg.env.kwargs, resolve=True)
@@ -517,190 +473,7 @@ def check_env(cfg: DictConfig) -> None:
         )
 
 
-def check_run_folder(run_dir: Path) -> None:
-    """The run folder can be created and written (found by writing a temporary file into its
-    nearest existing parent, which is removed at once)."""
-    parent = run_dir.absolute()
-    while not parent.exists():
-        parent = parent.parent
-    problem = None
-    if not parent.is_dir():
-        problem = f"{parent} is a file"
-    else:
-        try:
-            with tempfile.TemporaryFile(dir=parent):
-                pass
-        except OSError as err:
-            problem = f"{parent} is not writable ({err.strerror})"
-    if problem is not None:
-        raise ConfigError(
-            f"cannot create the run folder {run_dir}: {problem}. Run rlrun from a writable "
-            "folder, or set hydra.run.dir=<a writable path> (hydra.sweep.dir with -m)."
-        )
-
-
-def check_folder_unused(folder: Path, sweep: bool) -> None:
-    """A fresh run or sweep never writes into the folder of an earlier one (an explicit
-    ``hydra.run.dir``, a requeued array job): it would append to that run's metrics, overwrite
-    its summary and mix checkpoints. ``resume=`` continues one instead (issue #35)."""
-    if sweep:
-        held = (folder / "multirun.yaml").is_file() or any(
-            (job / ".hydra" / "config.yaml").is_file() for job in _subfolders(folder)
-        )
-    else:
-        held = (folder / ".hydra" / "config.yaml").is_file()
-    if not held:
-        return
-    what = "sweep" if sweep else "run"
-    summary = folder / "summary.json"
-    state = ""
-    if not sweep and summary.is_file():
-        try:
-            saved = json.loads(summary.read_text())
-            state = f": {saved.get('status')} at {saved.get('frames')} frames"
-        except (OSError, ValueError):
-            pass
-    raise ConfigError(
-        f"{folder} holds a {what} already{state}; continue it with rlrun resume={folder}, or "
-        f"give a new run another folder (hydra.{'sweep' if sweep else 'run'}.dir). Nothing there "
-        "was changed."
-    )
-
-
-def _subfolders(folder: Path) -> list[Path]:
-    return [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
-
-
-MAX_CHECKED_JOBS = 256  # a larger sweep's further jobs are checked when they start
-
-
-@dataclasses.dataclass(frozen=True)
-class Checked:
-    """What :func:`check_command_line` found: the folder Hydra will write into and its key
-    (``hydra.run.dir`` or ``hydra.sweep.dir``), and the sweep's fixed ``key=value`` overrides
-    to give Hydra as ``++key=value`` (see :func:`keys_of_swept_groups`)."""
-
-    key: str
-    folder: Path
-    force: tuple[str, ...] = ()
-
-
-def check_command_line(args: list[str]) -> Checked | None:
-    """Compose what ``rlrun ARGS`` will run, with Hydra's own parser, and check it (every job
-    of a basic sweep) before Hydra creates a run or sweep folder, for the console script to
-    pin and hold that folder (``rlrun/folder_lock.py``); None for Hydra's info modes
-    (``--cfg``, ``--info``, ...) and custom primary configs, which are left to Hydra."""
-    from hydra import compose, initialize_config_module
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra._internal.utils import get_args_parser
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    parsed = get_args_parser().parse_args(args)
-    if parsed.multirun and (parsed.cfg or parsed.info or parsed.shell_completion):
-        raise ConfigError(
-            "-m (a sweep) and --cfg, --info or --shell-completion cannot go together; drop -m "
-            "to see one job's config."
-        )
-    if parsed.cfg or parsed.info or parsed.hydra_help or parsed.shell_completion:
-        return None
-    if parsed.config_path or parsed.config_name or parsed.experimental_rerun:
-        return None
-    overrides = list(parsed.overrides)
-    extra = []
-    if parsed.config_dir:
-        extra = [f"hydra.searchpath=[file://{Path(parsed.config_dir).absolute()}]"]
-    jobs = [overrides]
-    resuming = f"hydra/sweeper={RESUME_SWEEPER}" in overrides
-    enumerated = False  # every job of the sweep is in ``jobs``
-    if parsed.multirun and resuming:
-        jobs = resumed_jobs(overrides)
-    elif parsed.multirun:
-        try:
-            jobs = BasicSweeper.split_arguments(
-                OverridesParser.create().parse_overrides(overrides), None
-            )[0]
-            enumerated = len(jobs) <= MAX_CHECKED_JOBS
-        except HydraException:  # an interval or other sweeper syntax: check the fixed part
-            fixed = OverridesParser.create().parse_overrides(overrides)
-            jobs = [[o.input_line for o in fixed if not o.is_sweep_override()]]
-    force: tuple[str, ...] = ()
-    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
-        for job in jobs[:MAX_CHECKED_JOBS]:
-            cfg = compose("config", overrides=[*job, *extra], return_hydra_config=True)
-            try:
-                validate(cfg)
-                key = "hydra.sweep.dir" if parsed.multirun else "hydra.run.dir"
-                folder = Path(OmegaConf.select(cfg, key))
-                check_run_folder(folder)
-                resumed = cfg.resume or f"hydra/sweeper={RESUME_SWEEPER}" in overrides
-                holder = held_by(folder)
-                if holder is not None:
-                    what = "resume" if resumed else "sweep" if parsed.multirun else "run"
-                    raise refusal(folder, holder, what)
-                if not resumed:
-                    check_folder_unused(folder, sweep=parsed.multirun)
-            except ConfigError as err:
-                if len(jobs) == 1:
-                    raise
-                raise ConfigError(f"in the sweep's job {' '.join(job)}: {err}") from None
-        if enumerated:
-            groups = set(cfg.hydra.runtime.choices)
-            force = keys_of_swept_groups(overrides, groups, extra)
-    return Checked(key, folder, force)
-
-
-def keys_of_swept_groups(
-    overrides: list[str], groups: set[str], extra: list[str]
-) -> tuple[str, ...]:
-    """The sweep's fixed ``key=value`` overrides whose key only the swept groups' options have.
-
-    Hydra composes a sweep's own config once with its swept overrides left out (its
-    ``multirun``): ``rlrun -m +experiment=sac,td3 algo.utd_ratio=2`` fails there, on the default
-    algorithm's config, although every job has the key. Every job was composed and checked with
-    these overrides as given (an unknown key is refused), so they go to Hydra as
-    ``++key=value``, which sets the key where it is and adds it where it is not yet."""
-    from hydra import compose
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    if not any(o.is_sweep_override() and o.key_or_group in groups for o in parsed):
-        return ()
-    fixed = [o for o in parsed if not o.is_sweep_override()]
-    plain = [
-        o for o in fixed
-        if o.package is None and not (o.is_add() or o.is_force_add() or o.is_delete())
-        and o.key_or_group not in groups and not o.key_or_group.startswith("hydra")
-    ]  # fmt: skip
-    rest = [o.input_line for o in fixed if o not in plain]
-    sweep_level = compose("config", overrides=[*rest, *extra])
-    absent = object()
-    return tuple(
-        o.input_line
-        for o in plain
-        if OmegaConf.select(sweep_level, o.key_or_group, default=absent) is absent
-    )
-
-
-def resumed_jobs(overrides: list[str]) -> list[list[str]]:
-    """The command lines ``rlrun resume=<sweep>`` will run: each unfinished job's own (its saved
-    overrides and the new ones; ``rlrun/resume.py``). Its fixed overrides alone are not a job:
-    a sweep over presets (``+experiment=a2c,ddpg``) may be valid only with its swept keys. With
-    nothing left to run, the fixed overrides, for the folder checks."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from rlrun.resume import plan_sweep_resume
-
-    sweep_dir = next(
-        o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("hydra.sweep.dir=")
-    )
-    task = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
-    plans = plan_sweep_resume(Path(sweep_dir), task, OverridesParser.create())
-    keep = [o for o in overrides if o not in task]  # the sweep's hydra overrides
-    return [[*keep, *plan.overrides] for plan in plans] or [overrides]
-
-
-# trainer.learner_backend=ray (rlrun/learners.py): the stages TorchRL 0.14.1 still runs on the
+# trainer.learner_backend=ray (rlrun/builders/learners.py): the stages TorchRL 0.14.1 still runs on the
 # driver; the others run inside the optimisation loop, on the learners
 DRIVER_STAGES = (
     "batch_process",
@@ -715,7 +488,7 @@ ON_POLICY_ALGORITHMS = ("ppo", "a2c")
 
 
 def check_learners(cfg: DictConfig, hooks: list[HookEntry]) -> None:
-    """What ``trainer.learner_backend=ray`` cannot run (``rlrun/learners.py``)."""
+    """What ``trainer.learner_backend=ray`` cannot run (``rlrun/builders/learners.py``)."""
     n = cfg.trainer.num_learners
     if cfg.trainer.learner_backend != "ray":
         if n != 1:
@@ -796,7 +569,7 @@ def check_ray_cpus(cfg: DictConfig) -> None:
     """A local Ray given ``ray.num_cpus`` must offer a CPU to each learner and collector worker
     (with ``null`` rlrun sizes it so); otherwise the actors wait for their resources until a
     timeout, or for ever."""
-    from rlrun.ray_runtime import LEARNER_CPUS, cpus_reserved, uses_ray
+    from rlrun.builders.ray_runtime import LEARNER_CPUS, cpus_reserved, uses_ray
 
     ray_cfg = cfg.ray
     if not uses_ray(cfg) or ray_cfg.address is not None:
@@ -824,8 +597,8 @@ def check_ray_gpus(cfg: DictConfig, where: Placement) -> None:
 
     import torch
 
-    from rlrun.devices import ray_gpus, ray_worker_gpus
-    from rlrun.ray_runtime import cpus_reserved
+    from rlrun.builders.devices import ray_gpus, ray_worker_gpus
+    from rlrun.builders.ray_runtime import cpus_reserved
 
     ray_cfg = cfg.ray
     learner_cpus, worker_cpus = cpus_reserved(cfg)

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from my_lab.policies import LockedMLP, actor_critic
 
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 
 class UndeclaredLockedMLP(LockedMLP):

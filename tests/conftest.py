@@ -164,7 +164,7 @@ def built(run_dir: Path, *overrides: str) -> Iterator[tuple]:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from rlrun.hooks import EpisodeStats
+    from rlrun.builders.hooks import EpisodeStats
     from rlrun.run import build_trainer
 
     cfg = compose(*overrides, "logger=none", "trainer.progress_bar=false")
@@ -182,7 +182,7 @@ def cpu_placement(**changes):
     """An all-CPU ``Placement`` (what ``device=cpu`` gives), for builders tested on their own."""
     import dataclasses
 
-    from rlrun.devices import Placement
+    from rlrun.builders.devices import Placement
 
     return dataclasses.replace(Placement.on_cpu(), **changes)
 
@@ -230,7 +230,7 @@ def random_datasets(tmp_path: Path, monkeypatch) -> dict[str, str]:
     import gymnasium as gym
     from minari.data_collector import EpisodeBuffer
 
-    from rlrun.record import Player
+    from rlrun.commands.record import Player
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
     ids = {}

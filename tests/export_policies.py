@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlrun.policies import ActorCritic, make_actor_critic
+from rlrun.builders.policies import ActorCritic, make_actor_critic
 
 
 class SignFlip(nn.Module):

@@ -149,7 +149,7 @@ def test_a_refusal_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
 
 WRONG_NETWORK = {
     "c51": (
-        ["algo=c51", "policy._target_=rlrun.policies.make_qvalue_actor"],
+        ["algo=c51", "policy._target_=rlrun.builders.policies.make_qvalue_actor"],
         "algo=c51 needs a distributional Q-network: use policy=c51",
     ),
     "discrete_sac": (["algo=discrete_sac"], "algo=discrete_sac needs a Q-network"),
@@ -169,7 +169,7 @@ def test_c51_acts_on_one_action_when_expected_returns_tie() -> None:
     (86k frames into +experiment=c51). Equal distributions for both actions: one action."""
     from torchrl.envs import GymEnv
 
-    from rlrun.policies import make_c51_actor
+    from rlrun.builders.policies import make_c51_actor
 
     env = GymEnv("CartPole-v1")
     ac = make_c51_actor(observation_spec=env.observation_spec, action_spec=env.action_spec)

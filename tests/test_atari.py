@@ -14,10 +14,10 @@ from torchrl.collectors import Collector
 from torchrl.envs.utils import RandomPolicy
 
 from rlrun.algorithms import make_algorithm
-from rlrun.atari import END_OF_LIFE
-from rlrun.buffers import make_replay_buffer
-from rlrun.cnn import make_cnn_actor_critic
-from rlrun.envs import make_env
+from rlrun.builders.atari import END_OF_LIFE
+from rlrun.builders.buffers import make_replay_buffer
+from rlrun.builders.cnn import make_cnn_actor_critic
+from rlrun.builders.envs import make_env
 
 pytest.importorskip("ale_py")
 

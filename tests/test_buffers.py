@@ -10,9 +10,10 @@ from conftest import compose, cpu_placement
 from omegaconf import OmegaConf
 from tensordict import TensorDict, TensorDictBase
 
-from rlrun.buffers import PinnedReplayBuffer, make_replay_buffer, make_replay_buffer_hook
-from rlrun.devices import placement
-from rlrun.errors import ConfigError, describe_config_error
+from rlrun.builders.buffers import PinnedReplayBuffer, make_replay_buffer, make_replay_buffer_hook
+from rlrun.builders.devices import placement
+from rlrun.commandline import describe_config_error
+from rlrun.errors import ConfigError
 from rlrun.validation import validate
 
 N = 64

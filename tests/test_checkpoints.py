@@ -17,7 +17,7 @@ import pytest
 import torch
 from conftest import RLRUN, TINY, csv_series, run_dirs, run_rlrun, summary
 
-from rlrun.checkpoints import VerifiedCheckpoint, damage, find_checkpoint, write_checksums
+from rlrun.builders.checkpoints import VerifiedCheckpoint, damage, find_checkpoint, write_checksums
 from rlrun.errors import ConfigError
 
 # 8 batches of 256 frames: long enough to be stopped midway.
@@ -204,7 +204,7 @@ def test_damaged_newest_checkpoint_is_skipped_and_named(
     assert damage(older, "torch") is None and damage(newest, "torch") is None
     do_damage, words = DAMAGES[how]
     do_damage(newest)
-    with caplog.at_level(logging.WARNING, logger="rlrun.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="rlrun.builders.checkpoints"):
         assert find_checkpoint(run_copy, "torch") == older
     (warning,) = caplog.messages
     assert warning.startswith(f"checkpoints/{newest.name}: ")
@@ -297,7 +297,7 @@ def test_torchsnapshot_default_saves_at_the_end_and_resumes(
     assert damage(second, "torchsnapshot") is None
     # its checkpoints are verified the same way
     flip_byte(max(second.rglob("*"), key=lambda f: f.stat().st_size if f.is_file() else 0))
-    with caplog.at_level(logging.WARNING, logger="rlrun.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="rlrun.builders.checkpoints"):
         assert find_checkpoint(run_dir, "torchsnapshot") == first
     assert "SHA-256 differs" in caplog.text and f"using {first.name}" in caplog.text
 

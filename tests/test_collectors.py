@@ -41,9 +41,9 @@ def test_copy_probe_names_the_culprit_and_leaves_the_policy_intact(monkeypatch) 
     from collector_policies import build_locked
     from my_lab.policies import build_policy
 
-    from rlrun.copying import copy_problem
-    from rlrun.envs import make_env
-    from rlrun.policies import make_actor_critic
+    from rlrun.builders.copying import copy_problem
+    from rlrun.builders.envs import make_env
+    from rlrun.builders.policies import make_actor_critic
 
     env = make_env(compose("env.num_envs=2").env)
     specs = {
@@ -68,10 +68,10 @@ def test_copy_probe_names_the_culprit_and_leaves_the_policy_intact(monkeypatch) 
 def test_loss_must_train_the_policy_the_collector_runs_in_place() -> None:
     from torchrl.objectives import ClipPPOLoss
 
-    from rlrun.copying import check_loss_trains_in_place
-    from rlrun.envs import make_env
+    from rlrun.builders.copying import check_loss_trains_in_place
+    from rlrun.builders.envs import make_env
+    from rlrun.builders.policies import make_actor_critic
     from rlrun.errors import ConfigError
-    from rlrun.policies import make_actor_critic
 
     env = make_env(compose("env.num_envs=2").env)
     ac = make_actor_critic(
@@ -83,10 +83,10 @@ def test_loss_must_train_the_policy_the_collector_runs_in_place() -> None:
 
 
 def test_trajectory_ids_are_written_only_where_read() -> None:
-    from rlrun.collectors import make_collector
-    from rlrun.envs import make_env
+    from rlrun.builders.collectors import make_collector
+    from rlrun.builders.envs import make_env
+    from rlrun.builders.policies import make_actor_critic
     from rlrun.errors import ConfigError
-    from rlrun.policies import make_actor_critic
     from rlrun.validation import validate
 
     env_cfg = compose("env.num_envs=2").env

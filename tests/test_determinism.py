@@ -9,8 +9,8 @@ from pathlib import Path
 from conftest import run_rlrun
 from omegaconf import OmegaConf
 
-from rlrun.determinism import timing_dependent
-from rlrun.reproduce import metric_files as metrics
+from rlrun.builders.determinism import timing_dependent
+from rlrun.commands.reproduce import metric_files as metrics
 
 PRESETS = ["ppo", "ppo_lstm", "dqn", "sac"]
 SMALL = ["deterministic=true", "trainer.total_frames=256", "collector.frames_per_batch=256",

@@ -1,4 +1,4 @@
-"""The placement rule (rlrun/devices.py): every device of a run from its config, decided once.
+"""The placement rule (rlrun/builders/devices.py): every device of a run from its config, decided once.
 
 The rule is pure, so it is checked here for CUDA machines too (``cuda_devices`` says how many GPUs
 the process would see). The CUDA runs themselves are in test_cuda.py (``pytest -m cuda``).
@@ -15,8 +15,8 @@ import pytest
 import torch
 from conftest import TINY, built, compose, run_dirs, run_rlrun, summary
 
-from rlrun import devices
-from rlrun.devices import OnDevice, placement
+from rlrun.builders import devices
+from rlrun.builders.devices import OnDevice, placement
 from rlrun.errors import ConfigError
 
 CPU = torch.device("cpu")
@@ -183,7 +183,7 @@ def _as_saved_on_cuda(checkpoint: Path) -> None:
         [{"kind": "value", "value": "torch_cuda"}, {"kind": "list", "items": [generator]}]
     )
     rng.write_text(json.dumps(state))
-    from rlrun.checkpoints import write_checksums
+    from rlrun.builders.checkpoints import write_checksums
 
     write_checksums(checkpoint)  # the bytes changed on purpose
 

@@ -1,4 +1,4 @@
-"""``env.backend=envpool`` (rlrun/envpool_env.py) on real envpool pools: Atari observations as
+"""``env.backend=envpool`` (rlrun/builders/envpool_env.py) on real envpool pools: Atari observations as
 the gymnasium backend makes them, lives, episode statistics through TorchRL's transforms and
 collector, seeding, MuJoCo specs and the config errors."""
 
@@ -16,7 +16,7 @@ from torchrl.collectors import Collector  # noqa: E402
 from torchrl.data import Bounded, Categorical  # noqa: E402
 from torchrl.envs import Compose, RewardSum, StepCounter, TransformedEnv  # noqa: E402
 
-from rlrun.envpool_env import make_envpool_env  # noqa: E402
+from rlrun.builders.envpool_env import make_envpool_env  # noqa: E402
 from rlrun.errors import ConfigError  # noqa: E402
 
 ATARI = {

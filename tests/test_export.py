@@ -1,4 +1,4 @@
-"""``rlrun export`` (rlrun/export.py) on real runs trained by the console script: the exported
+"""``rlrun export`` (rlrun/commands/export_files.py) on real runs trained by the console script: the exported
 file, run by onnxruntime or ``torch.jit.load`` here, gives the actions of ``rlrun.load``'s
 in-process policy on real observations, a recurrent one through its carried state."""
 

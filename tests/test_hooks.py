@@ -112,7 +112,7 @@ def test_which_hooks_see_each_replay_sample(hooks: list[str], reads: bool) -> No
     """With such a hook an off-policy run keeps sampling in the Trainer's replay hook."""
     from conftest import compose
 
-    from rlrun.hook_entries import parse_hooks, reads_samples
+    from rlrun.builders.hook_entries import parse_hooks, reads_samples
 
     cfg = compose("+experiment=sac", *hooks)
     assert reads_samples(parse_hooks(cfg.hooks)) is reads

@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 from PIL import Image
 from test_checkpoints import LONG, TOTAL, stop_with_sigterm
 
+from rlrun.builders.loggers import flatten_config, redact_secrets
 from rlrun.errors import ConfigError
-from rlrun.loggers import flatten_config, redact_secrets
 
 SECRET = "sk-test-SECRET-0123456789"
 
@@ -210,7 +210,7 @@ def test_folder_tracking_uri_is_a_config_error(workdir: Path) -> None:
 
 
 def test_unknown_tracking_store_is_a_config_error(tmp_path: Path) -> None:
-    from rlrun.mlflow_logger import mlflow_logger
+    from rlrun.builders.mlflow_logger import mlflow_logger
 
     cfg = OmegaConf.create({"tracking_uri": "foo://x", "experiment": "rlrun"})
     with pytest.raises(ConfigError, match="^logger.tracking_uri=foo://x: MLflow has no tracking"):

@@ -20,9 +20,9 @@ from torchrl.objectives import ValueEstimators
 from rlrun.algorithms.crossq import DelayedCrossQLoss
 from rlrun.algorithms.td3 import DelayedActor, DelayedSoftUpdate, DelayedTD3Loss
 from rlrun.algorithms.td3_bc import DelayedTD3BCLoss
-from rlrun.envs import SharedObservationNorm
-from rlrun.policies import make_crossq_networks, make_td3_networks
-from rlrun.updates import UpdateStep
+from rlrun.builders.envs import SharedObservationNorm
+from rlrun.builders.policies import make_crossq_networks, make_td3_networks
+from rlrun.builders.updates import UpdateStep
 
 QUIET = ["trainer.progress_bar=false", "checkpoint.every_frames=0"]
 TINY = [  # 3 batches of 100 frames, the first random; a few small updates per batch
@@ -208,7 +208,7 @@ def test_observation_statistics_resume_and_are_what_evaluation_uses(tmp_path: Pa
         assert saved["observation"].abs().sum() > 0  # statistics were learnt
         (checkpoint,) = (tmp_path / "a" / "checkpoints").glob("checkpoint-*")  # at the end
     with built(tmp_path / "b", *ppo) as (_, trainer):
-        from rlrun.checkpoints import load_checkpoint
+        from rlrun.builders.checkpoints import load_checkpoint
 
         load_checkpoint(trainer, checkpoint, None)
         norm = vecnorm(trainer)
@@ -228,7 +228,7 @@ def test_observation_statistics_survive_sigterm_and_resume(workdir: Path) -> Non
     count keeps growing from its value), and ``rlrun.load`` reads them from the checkpoint."""
     from test_checkpoints import stop_with_sigterm
 
-    from rlrun.loading import load_trained
+    from rlrun.commands.loading import load_trained
 
     total = 2048
     ppo = ["+experiment=ppo_mujoco", "env=inverted_pendulum", "collector.frames_per_batch=256",

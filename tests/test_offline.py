@@ -163,7 +163,7 @@ def test_discrete_offline_and_mismatched_spaces(workdir: Path) -> None:
     run_rlrun("-m", "+experiment=cql_discrete,iql_discrete", f"dataset={tiny}", *OFFLINE,
               cwd=workdir, env=env)  # fmt: skip
     bc = ["+experiment=bc", "env=cartpole", "env.num_envs=1", f"dataset={tiny}",
-          "policy._target_=rlrun.policies.make_actor_critic"]  # fmt: skip
+          "policy._target_=rlrun.builders.policies.make_actor_critic"]  # fmt: skip
     run_rlrun("-m", *bc, *OFFLINE, cwd=workdir, env=env)
     offline_jobs(workdir, 3)
 
@@ -199,7 +199,7 @@ def test_cql_conservative_term_is_the_official_codes() -> None:
     from torchrl.envs import GymEnv
 
     from rlrun.algorithms.cql import ConservativeSAC
-    from rlrun.policies import make_sac_networks
+    from rlrun.builders.policies import make_sac_networks
 
     torch.manual_seed(1)
     env = GymEnv("Pendulum-v1")  # actions in [-2, 2]: the uniform actions' density is 1/4

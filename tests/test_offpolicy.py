@@ -112,7 +112,7 @@ def test_the_actors_action_bounds_move_with_it(to) -> None:
 
     from torchrl.envs import GymEnv
 
-    from rlrun.policies import make_sac_networks
+    from rlrun.builders.policies import make_sac_networks
 
     env = GymEnv("Pendulum-v1")
     ac = make_sac_networks(
@@ -131,7 +131,7 @@ def test_tanh_normal_draws_without_a_host_sync_from_the_same_distribution() -> N
     pathwise gradient in ``sample()``, and the log-prob of the very draw."""
     from torchrl.modules import TanhNormal
 
-    from rlrun.policies import CapturableTanhNormal
+    from rlrun.builders.policies import CapturableTanhNormal
 
     loc = torch.full((20000, 2), 0.3, requires_grad=True)
     scale = torch.full((20000, 2), 0.5, requires_grad=True)

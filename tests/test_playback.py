@@ -1,5 +1,5 @@
 """``rlrun eval``, ``rlrun.load`` and ``python -m rlrun`` on real runs trained by the console
-script (rlrun/playback.py, rlrun/loading.py, rlrun/__main__.py)."""
+script (rlrun/commands/eval.py, rlrun/commands/loading.py, rlrun/__main__.py)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_eval_of_another_checkpoint_and_env_variant(ppo_run: Path) -> None:
 
 def test_a_gpu_run_evaluates_on_the_cpu_with_device_cpu(ppo_run: Path, tmp_path: Path) -> None:
     """A run whose config says device=cuda (as one trained on a GPU): refused here without a
-    GPU by rlrun/devices.py's rule, evaluated with device=cpu. (No GPU on this machine: the
+    GPU by rlrun/builders/devices.py's rule, evaluated with device=cpu. (No GPU on this machine: the
     checkpoint's tensors were saved on the CPU.)"""
     import shutil
 

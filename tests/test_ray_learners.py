@@ -25,7 +25,7 @@ from conftest import (
 )
 from tensordict import TensorDict
 
-from rlrun.loading import load_trained
+from rlrun.commands.loading import load_trained
 
 pytestmark = pytest.mark.xdist_group("ray")  # one Ray at a time on CI's 2 cores
 

@@ -18,10 +18,10 @@ from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.modules import recurrent_mode, set_recurrent_mode
 
 from rlrun.algorithms import log_prob_error, make_algorithm
+from rlrun.builders.envs import make_env
+from rlrun.builders.policies import ActorCritic, RecurrentScope, make_actor_critic, recurrent_modes
 from rlrun.config import ALGO_SCHEMAS
-from rlrun.envs import make_env
 from rlrun.errors import ConfigError
-from rlrun.policies import ActorCritic, RecurrentScope, make_actor_critic, recurrent_modes
 from rlrun.validation import SEQUENCE_ALGORITHMS, check_policy
 
 CPU = torch.device("cpu")

@@ -132,7 +132,7 @@ def test_a_resumed_job_keeps_its_setting(sweep: Path, tmp_path: Path) -> None:
 
     import yaml
 
-    from rlrun.report import group_by_setting, read_job
+    from rlrun.commands.report import group_by_setting, read_job
 
     resumed = tmp_path / "1"
     shutil.copytree(sweep / "1", resumed)

@@ -14,7 +14,7 @@ import pytest
 from conftest import BATCH, CHECKPOINTED, RLRUN, csv_series, run_rlrun, summary
 from omegaconf import OmegaConf
 
-from rlrun.folder_lock import LOCK_FILE
+from rlrun.folders.folder_lock import LOCK_FILE
 
 JOB = [*CHECKPOINTED, "checkpoint.keep=20"]
 
@@ -44,7 +44,7 @@ def wait_for(proc: subprocess.Popen, cwd: Path, pattern: str) -> Path:
 
 def files(folder: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``folder``: its modification time (ns) and size; the lock files aside
-    (each writer names itself in its folder's: rlrun/folder_lock.py)."""
+    (each writer names itself in its folder's: rlrun/folders/folder_lock.py)."""
     return {
         str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size)
         for p in sorted(folder.rglob("*"))
@@ -209,7 +209,7 @@ def test_plan_rebuilds_a_product_sweep_and_keeps_each_jobs_overrides(tmp_path: P
     # optim.lr x seed, Hydra's order: job 0 (1e-3, 0), 1 (1e-3, 1), 2 (3e-4, 0), 3 (3e-4, 1).
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from rlrun.resume import plan_sweep_resume
+    from rlrun.folders.resume import plan_sweep_resume
 
     sweep = tmp_path / "sweep"
     task = ["+experiment=ppo", "optim.lr=1e-3,3e-4", "seed=0,1"]

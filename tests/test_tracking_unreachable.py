@@ -20,8 +20,8 @@ from conftest import RLRUN, TINY, csv_series, run_dirs, run_rlrun, summary
 from omegaconf import OmegaConf
 from test_loggers import mlflow_run, mlflow_series, wandb_run, wandb_series
 
+from rlrun.builders.tracking import reachable
 from rlrun.errors import RunError
-from rlrun.tracking import reachable
 
 API_KEY = "k" * 40  # well-formed, never sent anywhere that answers
 TESTS = str(Path(__file__).parent)  # for the rlrun process to import PauseAfter from here
@@ -76,7 +76,7 @@ def test_wandb_server_out_of_reach_logs_offline_for_wandb_sync(
     )
     (run_dir,) = run_dirs(workdir)
     assert summary(run_dir)["status"] == "completed"
-    (line,) = warnings_of(proc.stdout + proc.stderr, "rlrun.loggers")
+    (line,) = warnings_of(proc.stdout + proc.stderr, "rlrun.builders.loggers")
     head, _, sync_dir = line.partition("; upload later: wandb sync ")
     assert head == f"W&B server {server} not reachable within 5 s: logging offline"
     (offline,) = run_dir.glob("wandb/offline-run-*")
@@ -110,7 +110,7 @@ def test_strict_logging_stops_in_one_line(workdir: Path, wandb_env: dict[str, st
 
 def test_mlflow_strict_stops_too(tmp_path: Path) -> None:
     pytest.importorskip("mlflow")
-    from rlrun.mlflow_logger import mlflow_logger
+    from rlrun.builders.mlflow_logger import mlflow_logger
 
     server = f"http://127.0.0.1:{free_port()}"
     cfg = OmegaConf.create({"tracking_uri": server, "experiment": "rlrun", "strict": True})
@@ -147,7 +147,7 @@ def test_mlflow_server_out_of_reach_logs_to_the_run_folder(workdir: Path) -> Non
     (run_dir,) = run_dirs(workdir)
     assert summary(run_dir)["status"] == "completed"
     store = run_dir.relative_to(workdir) / "mlflow" / "mlflow.db"
-    assert warnings_of(proc.stdout + proc.stderr, "rlrun.mlflow_logger") == [
+    assert warnings_of(proc.stdout + proc.stderr, "rlrun.builders.mlflow_logger") == [
         f"MLflow server {server} not reachable within 5 s: logging to {store} instead"
     ]
     client, run = mlflow_run(f"sqlite:///{run_dir / 'mlflow' / 'mlflow.db'}")
@@ -280,7 +280,7 @@ def test_mlflow_server_stopped_mid_run(tmp_path: Path) -> None:
     assert [step for step, _ in mlflow_series(server_store, run, "train/optim_steps")] == [256, 512]
     kept = sum(len(local.get_metric_history(rest.info.run_id, name)) for name in names)
     store = run_dir.relative_to(tmp_path) / "mlflow" / "mlflow.db"
-    assert warnings_of(stdout + stderr, "rlrun.mlflow_logger") == [
+    assert warnings_of(stdout + stderr, "rlrun.builders.mlflow_logger") == [
         f"MLflow store {url} did not answer (MlflowException): keeping what the run logs, sent "
         "again every 2 s",
         f"MLflow store {url} did not answer (MlflowException): its run {run.info.run_id} stays "

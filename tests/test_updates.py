@@ -1,4 +1,4 @@
-"""The learner's update step (rlrun/updates.py): the same step as TorchRL's default, with the
+"""The learner's update step (rlrun/builders/updates.py): the same step as TorchRL's default, with the
 loss's priorities handed to ``post_loss`` hooks; compiled through the console script."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from torchrl.collectors import Collector
 from torchrl.objectives import DQNLoss, ValueEstimators
 from torchrl.trainers import DefaultOptimizationStepper
 
-from rlrun.envs import make_env
-from rlrun.hooks import LinearLRAnnealing
-from rlrun.policies import make_qvalue_actor
-from rlrun.updates import UpdateStep
+from rlrun.builders.envs import make_env
+from rlrun.builders.hooks import LinearLRAnnealing
+from rlrun.builders.policies import make_qvalue_actor
+from rlrun.builders.updates import UpdateStep
 
 
 def dqn_loss_and_batch() -> tuple[DQNLoss, object]:
@@ -209,8 +209,8 @@ def test_fused_off_policy_step_samples_and_updates_targets_as_the_hook_path(
 def test_fused_sampling_only_where_a_uniform_sample_can_be_read_straight(
     overrides: list[str], fused: bool
 ) -> None:
-    from rlrun.buffers import fuses_sampling
-    from rlrun.devices import placement
+    from rlrun.builders.buffers import fuses_sampling
+    from rlrun.builders.devices import placement
 
     cfg = compose("+experiment=sac", *overrides)
     assert fuses_sampling(cfg.replay_buffer, placement(cfg, cuda_devices=0)) is fused

@@ -61,7 +61,7 @@ CASES = {
     "no collector, no dataset": (["+experiment=sac", "collector=none"], "collector=none learns"),
     "recurrent mode": (["policy=gru", "policy.recurrent_mode.collect=true"], "set it to false"),
     "factory without workers": (
-        ["collector.policy_factory=rlrun.policies.make_actor_critic"],
+        ["collector.policy_factory=rlrun.builders.policies.make_actor_critic"],
         "collector.policy_factory is for worker processes",
     ),
     "never copy into workers": (

@@ -22,7 +22,7 @@ from torch import nn
 from torchrl.data import Composite, OneHot, TensorSpec
 from torchrl.modules import MLP, OneHotCategorical, ProbabilisticActor
 
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 
 class LockedMLP(nn.Module):

@@ -3,7 +3,7 @@ segfault), or its process gone with its worker, its node or its scheduler's limi
 
 The launcher side writes what the job could not: ``summary.json`` with ``"status": "failed"``
 and an ``error`` that says how it ended and where to look, so that rlrun's sweeper lists it with
-the other failed jobs and ``rlrun resume=<sweep>`` runs it again (rlrun/resume.py).
+the other failed jobs and ``rlrun resume=<sweep>`` runs it again (rlrun/folders/resume.py).
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def run_forked(child: Callable[[], None]) -> tuple[int, list[str]]:
 def _stop_signals() -> tuple[signal.Signals, ...]:
     """The signals that stop a run (rlrun.run.stop_on_signals); handlers can only be set in the
     main thread, so none elsewhere."""
-    from rlrun.resume import preemption_signals
+    from rlrun.folders.resume import preemption_signals
 
     if threading.current_thread() is not threading.main_thread():
         return ()

@@ -26,8 +26,8 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.rlrun_sweepers.basic_sweeper import raise_if_failed
+from rlrun.builders.pruning import PRUNERS, TRIAL_ENV, is_pruned, make_pruner
 from rlrun.errors import ConfigError, choose
-from rlrun.pruning import PRUNERS, TRIAL_ENV, is_pruned, make_pruner
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """``hydra/sweeper=rlrun_resume``: continue the sweep in ``hydra.sweep.dir`` (``resume=<sweep>``).
 
-``rlrun/resume.py`` rewrites ``rlrun resume=<sweep folder>`` into a multirun with this sweeper; it
+``rlrun/folders/resume.py`` rewrites ``rlrun resume=<sweep folder>`` into a multirun with this sweeper; it
 is not meant to be chosen by hand. It launches, through the sweep's own launcher, only the jobs
 that did not complete, each with its own command line (a basic sweep's command line can only
 say "every combination"): its saved overrides, the new ones, ``resume=<its folder>`` when it has
@@ -44,7 +44,7 @@ class ResumeSweeper(HydraBasicSweeper):
         super().__init__(max_batch_size=max_batch_size, params=None)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from rlrun.resume import plan_sweep_resume
+        from rlrun.folders.resume import plan_sweep_resume
 
         assert self.config is not None and self.launcher is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)

@@ -10,7 +10,7 @@ changes that make a job killed by a signal one failed job among the others:
   later jobs' results never read.)
 
 A job's process still gets submitit's signals (USR2 before a time limit, then the requeue) as it
-did: its parent passes them on, and exits as the job asks submitit to (rlrun/resume.py).
+did: its parent passes them on, and exits as the job asks submitit to (rlrun/folders/resume.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from rlrun.algorithms.sac import make_sac
 from rlrun.algorithms.td3 import make_td3
 from rlrun.algorithms.td3_bc import make_td3_bc
 from rlrun.algorithms.tqc import make_tqc
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 BUILDERS = {
     "ppo": make_ppo,

@@ -9,7 +9,7 @@ from torchrl.objectives import A2CLoss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.onpolicy import OnPolicyBatches, make_gae, require_critic
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 
 def make_a2c(

@@ -10,7 +10,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.objectives import BCLoss
 
 from rlrun.algorithms.base import Algorithm
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 
 class OneHotBCLoss(BCLoss):

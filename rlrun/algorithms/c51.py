@@ -11,8 +11,8 @@ from torchrl.objectives import DistributionalDQNLoss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import epsilon_greedy, hard_or_soft, off_policy
+from rlrun.builders.policies import ActorCritic
 from rlrun.errors import ConfigError
-from rlrun.policies import ActorCritic
 
 
 def make_c51(
@@ -23,7 +23,7 @@ def make_c51(
     if not isinstance(ac.qvalue, DistributionalQValueActor):
         raise ConfigError(
             "algo=c51 needs a distributional Q-network: use policy=c51 "
-            "(policy._target_=rlrun.policies.make_c51_actor), or start from +experiment=c51."
+            "(policy._target_=rlrun.builders.policies.make_c51_actor), or start from +experiment=c51."
         )
     loss = DistributionalDQNLoss(ac.qvalue, gamma=cfg.gamma, delay_value=True)
     exploration = epsilon_greedy(cfg, ac, device)

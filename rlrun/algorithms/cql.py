@@ -13,7 +13,7 @@ from torchrl.objectives import CQLLoss, DiscreteCQLLoss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import off_policy, require_qvalue
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 
 class ConservativeSAC(CQLLoss):

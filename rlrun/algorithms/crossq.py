@@ -13,7 +13,7 @@ from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import off_policy, require_qvalue
 from rlrun.algorithms.sac import max_entropy
 from rlrun.algorithms.td3 import DelayedActor
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 
 class DelayedCrossQLoss(DelayedActor, CrossQLoss):

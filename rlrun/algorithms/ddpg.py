@@ -9,7 +9,7 @@ from torchrl.objectives import DDPGLoss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import gaussian_noise, off_policy, require_qvalue
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 
 def make_ddpg(

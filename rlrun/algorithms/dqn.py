@@ -9,7 +9,7 @@ from torchrl.objectives import DQNLoss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import epsilon_greedy, hard_or_soft, off_policy, require_qvalue
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 
 def make_dqn(

@@ -2,7 +2,7 @@
 env's action space. TorchRL's ``IQLLoss`` or ``DiscreteIQLLoss``: V(s) fitted by expectile
 regression (``algo.expectile``) to Q(s, a) of dataset actions only, Q to r + gamma V(s'), the
 actor by advantage-weighted regression (``algo.temperature``); soft target updates of Q. Its
-networks (``rlrun.policies.make_iql_networks``) add V(s) to SAC's or discrete SAC's."""
+networks (``rlrun.builders.policies.make_iql_networks``) add V(s) to SAC's or discrete SAC's."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from torchrl.objectives import DiscreteIQLLoss, IQLLoss
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import off_policy, require_qvalue
+from rlrun.builders.policies import ActorCritic
 from rlrun.errors import ConfigError
-from rlrun.policies import ActorCritic
 
 
 def make_iql(
@@ -24,7 +24,7 @@ def make_iql(
     if ac.critic is None:
         raise ConfigError(
             "algo=iql needs a state-value network too: set "
-            "policy._target_=rlrun.policies.make_iql_networks (or start from +experiment=iql)."
+            "policy._target_=rlrun.builders.policies.make_iql_networks (or start from +experiment=iql)."
         )
     spec = ac.actor.spec["action"]
     common = {

@@ -4,7 +4,7 @@ discrete SAC, REDQ, TQC, CrossQ, DDPG, TD3).
 Each of them is a TorchRL loss with TD(0) targets (``algo.gamma``), ``algo.utd_ratio``
 optimisation steps per collected frame on replay samples, target networks (all but CrossQ)
 stepped by the update step after each optimisation (``algo.tau`` or a hard copy;
-``rlrun/updates.py``), and, where the algorithm explores with a module appended to its actor in
+``rlrun/builders/updates.py``), and, where the algorithm explores with a module appended to its actor in
 the collector (epsilon-greedy, Gaussian noise: built here once), that module annealed by
 collected frames.
 """
@@ -24,8 +24,8 @@ from torchrl.objectives.utils import TargetNetUpdater
 from torchrl.trainers import Trainer, TrainerHookBase
 
 from rlrun.algorithms.base import Algorithm
+from rlrun.builders.policies import ActorCritic
 from rlrun.errors import ConfigError
-from rlrun.policies import ActorCritic
 
 
 class SoftUpdate(TorchRLSoftUpdate):
@@ -79,7 +79,7 @@ def require_qvalue(ac: ActorCritic, algo: str, factory: str, preset: str) -> Non
     mistake."""
     if ac.qvalue is None:
         raise ConfigError(
-            f"algo={algo} needs a Q-network: set policy._target_=rlrun.policies.{factory} "
+            f"algo={algo} needs a Q-network: set policy._target_=rlrun.builders.policies.{factory} "
             f"(or start from +experiment={preset})."
         )
 

@@ -16,8 +16,8 @@ from torchrl.objectives import LossModule
 from torchrl.objectives.value import GAE
 from torchrl.trainers import Trainer, TrainerHookBase
 
+from rlrun.builders.policies import ActorCritic
 from rlrun.errors import ConfigError
-from rlrun.policies import ActorCritic
 
 
 def log_prob_error(

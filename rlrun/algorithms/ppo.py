@@ -14,9 +14,9 @@ from torchrl.objectives.ppo import CompositeDistribution, has_analytic_entropy, 
 
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.onpolicy import OnPolicyBatches, log_prob_error, make_gae, require_critic
-from rlrun.devices import capturing
+from rlrun.builders.devices import capturing
+from rlrun.builders.policies import ActorCritic
 from rlrun.errors import ConfigError
-from rlrun.policies import ActorCritic
 
 __all__ = ["CapturablePPOLoss", "entropy_without_sync", "log_prob_error", "make_ppo"]
 

@@ -11,7 +11,7 @@ from torchrl.objectives import REDQLoss
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import off_policy, require_qvalue
 from rlrun.algorithms.sac import max_entropy
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 
 def make_redq(

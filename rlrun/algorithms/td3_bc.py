@@ -12,7 +12,7 @@ from torchrl.objectives import TD3BCLoss
 from rlrun.algorithms.base import Algorithm
 from rlrun.algorithms.offpolicy import off_policy, require_qvalue
 from rlrun.algorithms.td3 import DelayedActor, DelayedSoftUpdate
-from rlrun.policies import ActorCritic
+from rlrun.builders.policies import ActorCritic
 
 
 class DelayedTD3BCLoss(DelayedActor, TD3BCLoss):

@@ -1,0 +1,588 @@
+"""Actor and critic from the ``policy`` config group: MLP, LSTM or GRU (CNN: ``rlrun/builders/cnn.py``).
+
+``make_actor_critic`` is the default ``policy._target_``. A user's own factory receives the same
+keyword arguments (``observation_spec``, ``action_spec``, ``device`` and every key of its YAML
+file) and returns an :class:`ActorCritic`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+import torch
+from hydra.utils import get_method
+from omegaconf import DictConfig, OmegaConf
+from tensordict import TensorDictBase
+from tensordict.nn import (
+    AddStateIndependentNormalScale,
+    NormalParamExtractor,
+    TensorDictModule,
+    TensorDictModuleBase,
+    TensorDictSequential,
+)
+from torch import nn
+from torch.distributions.utils import _sum_rightmost
+from torchrl.data import Composite, OneHot, TensorSpec
+from torchrl.envs import InitTracker, Transform
+from torchrl.modules import (
+    MLP,
+    BatchRenorm1d,
+    DistributionalQValueActor,
+    DistributionalQValueModule,
+    GRUModule,
+    LSTMModule,
+    OneHotCategorical,
+    ProbabilisticActor,
+    QValueActor,
+    SafeSequential,
+    TanhModule,
+    TanhNormal,
+    set_recurrent_mode,
+)
+from torchrl.modules.utils import get_primers_from_module
+
+import rlrun.compat.tensordict  # noqa: F401  (a speed fix, applied on import)
+from rlrun.config import PHASES
+from rlrun.errors import ConfigError
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
+
+
+class RecurrentScope(TensorDictModuleBase):
+    """Run ``module`` under ``set_recurrent_mode(mode)``: how a phase's mode reaches a policy.
+
+    Collectors and evaluators call their policy without a mode of their own; wrapping it here makes
+    the mode a scope (restored on exit, exceptions included) that every RNN inside follows, a
+    user's own ``_target_`` module too, without touching the module.
+    """
+
+    def __init__(self, module: TensorDictModuleBase, mode: bool) -> None:
+        super().__init__()
+        self.module = module
+        self.mode = mode
+        self.in_keys = module.in_keys
+        self.out_keys = module.out_keys
+
+    def forward(self, tensordict: TensorDictBase, *args, **kwargs) -> TensorDictBase:
+        with set_recurrent_mode(self.mode):
+            return self.module(tensordict, *args, **kwargs)
+
+
+@dataclass
+class ActorCritic:
+    """What a policy factory returns.
+
+    ``actor`` writes ``action`` (and its log-prob) from ``observation``; ``critic`` writes
+    ``state_value``; ``primers`` are env transforms the policy needs (recurrent state primers),
+    appended to every env it runs in; ``recurrent`` says whether sequence mode matters.
+    """
+
+    actor: TensorDictModule
+    critic: TensorDictModule | None = None
+    qvalue: TensorDictModule | None = None
+    primers: list[Transform] = field(default_factory=list)
+    recurrent: bool = False
+    recurrent_mode: dict[str, bool] = field(default_factory=lambda: dict(PHASES))
+
+    def scope(self, phase: str) -> AbstractContextManager:
+        """``set_recurrent_mode`` for ``phase`` (collect | loss | eval) as a context manager."""
+        return set_recurrent_mode(self.recurrent_mode[phase])
+
+    def rollout_policy(self, phase: str = "collect") -> TensorDictModuleBase:
+        """The module a collector (or evaluator) steps, in ``phase``'s recurrent mode.
+
+        While collecting, a recurrent critic runs after the actor so its hidden state is stored
+        in the batch too (sequence-mode advantages start from it).
+        """
+        if not self.recurrent:
+            return self.actor
+        module = self.actor
+        if phase == "collect" and self.critic is not None:
+            module = TensorDictSequential(self.actor, self.critic)
+        return RecurrentScope(module, self.recurrent_mode[phase])
+
+    def env_transforms(self) -> list[Transform]:
+        """Transforms an env needs to run this policy: ``InitTracker`` (episode starts reset the
+        hidden state) and the recurrent-state primers of actor and critic. Fresh on every call,
+        so each env (training, evaluation) gets its own."""
+        primers = [p.clone() for p in self.primers]
+        if not self.recurrent:
+            return primers
+        if not primers:  # a user's factory that left them out: ask its modules
+            found = get_primers_from_module(self.rollout_policy().module, warn=False)
+            primers = [found] if found is not None else []
+        return [InitTracker(), *primers]
+
+
+def _mlp(in_features: int | None, out: int, sizes: Sequence[int], act: str) -> MLP:
+    return MLP(
+        in_features=in_features,
+        out_features=out,
+        num_cells=list(sizes),
+        activation_class=ACTIVATIONS[act],
+    )
+
+
+class BoundedActor(ProbabilisticActor):
+    """TorchRL's ``ProbabilisticActor`` whose distribution bounds (TanhNormal's ``low`` and
+    ``high``) move with it. TorchRL keeps them in a plain dict that ``.to(device)`` leaves where
+    they were built: on a GPU, TanhNormal then copied them from the CPU at every call, and a CUDA
+    graph cannot capture that copy ("Cannot copy between CPU and CUDA tensors during CUDA graph
+    capture"). TorchRL's own SAC recipe builds them on the device instead."""
+
+    def _apply(self, fn, recurse: bool = True):
+        super()._apply(fn, recurse)
+        for module in self.modules():
+            kwargs = getattr(module, "distribution_kwargs", None) or {}
+            for key in ("low", "high"):
+                if isinstance(kwargs.get(key), torch.Tensor):
+                    kwargs[key] = fn(kwargs[key])
+        return self
+
+
+class CapturableTanhNormal(TanhNormal):
+    """TorchRL's ``TanhNormal`` whose non-reparameterised samples a CUDA graph can capture.
+
+    ``sample()`` draws through ``torch.normal(loc, scale)``, which checks ``scale >= 0`` with a
+    host sync; capture refuses it ("operation not permitted when stream is capturing"; seen on an
+    H200, 2026-11-26, in CrossQ's target actions and PPO's sampled entropy). Drawn as
+    ``loc + eps * scale`` without gradients instead: the same distribution, no sync.
+    """
+
+    def sample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
+        with torch.no_grad():
+            return self.rsample(torch.Size(sample_shape))
+
+    def sample_and_log_prob(
+        self, sample_shape: torch.Size | tuple[int, ...] = ()
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        # TanhNormal's own, with ``rsample`` for its ``sample``: the action carries no
+        # pathwise gradient, its log-prob keeps the score-function one
+        with torch.no_grad():
+            preimage = self.base_dist.rsample(torch.Size(sample_shape))
+            sample = self.transforms[0](preimage)
+        jacobian = self.transforms[0].log_abs_det_jacobian(preimage, sample)
+        log_prob = self.base_dist.log_prob(preimage) - _sum_rightmost(
+            jacobian, len(self.event_shape)
+        )
+        return sample, log_prob
+
+
+def action_distribution(action_spec: TensorSpec) -> tuple[type, dict, int]:
+    """Distribution class, its kwargs and the number of network outputs for an action spec."""
+    if isinstance(action_spec, OneHot):
+        return OneHotCategorical, {}, action_spec.shape[-1]
+    if action_spec.domain == "discrete":
+        return torch.distributions.Categorical, {}, int(action_spec.space.n)
+    low, high = action_spec.space.low, action_spec.space.high
+    kwargs = {"low": low.reshape(-1, low.shape[-1])[0], "high": high.reshape(-1, high.shape[-1])[0]}
+    return CapturableTanhNormal, kwargs, 2 * action_spec.shape[-1]
+
+
+def _recurrent_core(
+    kind: str, in_features: int, hidden_size: int, num_layers: int, prefix: str
+) -> LSTMModule | GRUModule:
+    cls = LSTMModule if kind == "lstm" else GRUModule
+    names = ("h", "c") if kind == "lstm" else ("h",)
+    return cls(
+        input_size=in_features,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        in_keys=["observation", *(f"{prefix}_{n}" for n in names)],
+        out_keys=[f"{prefix}_embed", *(("next", f"{prefix}_{n}") for n in names)],
+    )
+
+
+def make_actor_critic(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    kind: str = "mlp",
+    hidden_sizes: Sequence[int] = (64, 64),
+    activation: str = "tanh",
+    hidden_size: int = 64,
+    num_layers: int = 1,
+    recurrent_critic: bool = True,
+    state_dependent_std: bool = True,
+    with_critic: bool = True,
+    **_: object,
+) -> ActorCritic:
+    """Build a stochastic actor and a state-value critic for the env's specs. Continuous
+    actions: a TanhNormal whose std the network outputs per state, or (``state_dependent_std``
+    false, as CleanRL's and TorchRL's PPO MuJoCo recipes) one learned log-std per action dim."""
+    if kind == "cnn":
+        raise ConfigError(
+            "policy.kind=cnn is built by rlrun.builders.cnn.make_cnn_actor_critic: use policy=cnn."
+        )
+    obs_dim = observation_spec["observation"].shape[-1]
+    dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
+    primers: list[Transform] = []
+
+    def trunk(prefix: str, net_out: nn.Module | None, out: int, out_keys: list[str]):
+        """Observation -> ``out_keys``: one module (MLP) or a recurrent cell and an MLP head.
+        ``net_out`` is appended to the head (NormalParamExtractor for continuous actions)."""
+        in_features, in_key, mods = obs_dim, "observation", []
+        if kind != "mlp":
+            core = _recurrent_core(kind, obs_dim, hidden_size, num_layers, prefix)
+            primers.append(core.make_tensordict_primer())
+            in_features, in_key, mods = hidden_size, f"{prefix}_embed", [core]
+        net = _mlp(in_features, out, hidden_sizes, activation)
+        if net_out is not None:
+            net = nn.Sequential(net, net_out)
+        head = TensorDictModule(net, [in_key], out_keys)
+        return TensorDictSequential(*mods, head) if mods else head
+
+    continuous = issubclass(dist_cls, TanhNormal)
+    dist_keys = ["loc", "scale"] if continuous else ["logits"]
+    extractor = None
+    if continuous:
+        n_out, extractor = _normal_head(n_out, state_dependent_std)
+    actor = BoundedActor(
+        trunk("actor", extractor, n_out, dist_keys),
+        in_keys=dist_keys,
+        spec=action_spec,
+        distribution_class=dist_cls,
+        distribution_kwargs=dist_kwargs,
+        return_log_prob=True,
+    ).to(device)
+    critic = None
+    if with_critic:
+        if kind != "mlp" and not recurrent_critic:  # feed-forward critic beside an RNN actor
+            net = _mlp(obs_dim, 1, [64, 64], activation)
+            critic = TensorDictModule(net, ["observation"], ["state_value"])
+        else:
+            critic = trunk("critic", None, 1, ["state_value"])
+        critic = critic.to(device)
+    return ActorCritic(actor=actor, critic=critic, primers=primers, recurrent=kind != "mlp")
+
+
+def build_policy(
+    cfg: DictConfig, observation_spec: Composite, action_spec: TensorSpec, device: torch.device
+) -> ActorCritic:
+    """Call ``policy._target_`` with the env's specs, the device and the YAML keys.
+
+    ``recurrent_mode`` is rlrun's, not the factory's: it is checked and applied as scopes around
+    collection, advantage/loss computation and evaluation, whatever module the factory returns.
+    """
+    kwargs = OmegaConf.to_container(cfg, resolve=True)
+    factory = get_method(kwargs.pop("_target_"))
+    modes = recurrent_modes(kwargs.pop("recurrent_mode", None) or {})
+    ac = factory(
+        observation_spec=observation_spec, action_spec=action_spec, device=device, **kwargs
+    )
+    if not isinstance(ac, ActorCritic):
+        raise ConfigError(
+            f"policy._target_={cfg._target_} returned {type(ac).__name__}; a policy factory must "
+            "return rlrun.builders.policies.ActorCritic (see docs/guides/collectors.md, 'Your own policy')."
+        )
+    ac.recurrent_mode = modes
+    return ac
+
+
+def recurrent_modes(flags: dict[str, bool]) -> dict[str, bool]:
+    """``policy.recurrent_mode`` (checked by ``rlrun/validation.py``) with the defaults of the
+    phases it leaves out."""
+    return {**PHASES, **flags}
+
+
+def make_qvalue_actor(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (128, 128),
+    activation: str = "relu",
+    **_: object,
+) -> ActorCritic:
+    """DQN's network: an MLP of action values behind TorchRL's greedy ``QValueActor``.
+
+    Returned as ``ActorCritic(actor=q_actor, qvalue=q_actor)``: the actor acts greedily, the
+    loss trains the same module's values. Exploration is added by ``algo=dqn``.
+    """
+    if action_spec.domain != "discrete":
+        raise ConfigError(
+            "policy._target_=rlrun.builders.policies.make_qvalue_actor needs a discrete action space; "
+            "for continuous actions use +experiment=sac."
+        )
+    n_actions = action_spec.shape[-1] if isinstance(action_spec, OneHot) else action_spec.space.n
+    net = _mlp(observation_spec["observation"].shape[-1], int(n_actions), hidden_sizes, activation)
+    actor = QValueActor(net, in_keys=["observation"], spec=action_spec).to(device)
+    return ActorCritic(actor=actor, qvalue=actor)
+
+
+def make_sac_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    state_dependent_std: bool = True,
+    **_: object,
+) -> ActorCritic:
+    """SAC's networks: a TanhNormal actor scaled to the action bounds and one Q(s, a) network
+    (``algo=sac`` makes the twin copies; ``algo=redq`` its ensemble)."""
+    actor = _tanh_normal_actor(
+        observation_spec, action_spec, hidden_sizes, activation, "sac", state_dependent_std
+    )
+    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation)
+    return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
+
+
+def make_tqc_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    state_dependent_std: bool = True,
+    n_quantiles: int = 25,
+    **_: object,
+) -> ActorCritic:
+    """TQC's networks (``policy=tqc``): SAC's actor and a critic that predicts ``n_quantiles``
+    quantiles of Q(s, a) (``algo=tqc`` makes the copies)."""
+    actor = _tanh_normal_actor(
+        observation_spec, action_spec, hidden_sizes, activation, "tqc", state_dependent_std
+    )
+    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation, n_quantiles)
+    return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
+
+
+def make_crossq_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    state_dependent_std: bool = True,
+    critic_hidden_sizes: Sequence[int] = (2048, 2048),
+    batch_norm_momentum: float = 0.01,
+    batch_norm_warmup_steps: int = 100000,
+    **_: object,
+) -> ActorCritic:
+    """CrossQ's networks (``policy=crossq``): SAC's actor and a wide critic with batch
+    renormalisation after each hidden layer (TorchRL's ``BatchRenorm1d``). The actor has none:
+    the collector runs it on one step per env, where batch statistics mean nothing."""
+    actor = _tanh_normal_actor(
+        observation_spec, action_spec, hidden_sizes, activation, "crossq", state_dependent_std
+    )
+    renorm = {"momentum": batch_norm_momentum, "warmup_steps": batch_norm_warmup_steps}
+    norm = [{"num_features": n, **renorm} for n in critic_hidden_sizes]
+    qvalue = _qvalue(
+        observation_spec, action_spec, critic_hidden_sizes, activation, norm_kwargs=norm
+    )
+    return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
+
+
+def _normal_head(n_out: int, state_dependent_std: bool) -> tuple[int, nn.Module]:
+    """The network's output width and the module that splits it into ``loc`` and ``scale``:
+    both from the network, or (``state_dependent_std`` false) one learned log-std per action
+    dim, as CleanRL's and TorchRL's PPO MuJoCo recipes and the IQL paper's actor."""
+    if state_dependent_std:
+        return n_out, NormalParamExtractor()
+    n_out //= 2  # the locs; the scales are parameters
+    return n_out, AddStateIndependentNormalScale(n_out, scale_mapping="exp", init_value=0.0)
+
+
+def _tanh_normal_actor(
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    sizes: Sequence[int],
+    act: str,
+    algo: str,
+    state_dependent_std: bool,
+) -> BoundedActor:
+    """The TanhNormal actor of SAC and its kin, scaled to the action bounds."""
+    dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
+    if not issubclass(dist_cls, TanhNormal):
+        raise ConfigError(
+            f"the policy of algo={algo} needs a continuous action space; for discrete "
+            "actions use +experiment=discrete_sac or +experiment=dqn."
+        )
+    obs_dim = observation_spec["observation"].shape[-1]
+    n_out, head = _normal_head(n_out, state_dependent_std)
+    body = nn.Sequential(_mlp(obs_dim, n_out, sizes, act), head)
+    return BoundedActor(
+        TensorDictModule(body, ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        spec=action_spec,
+        distribution_class=dist_cls,
+        distribution_kwargs=dist_kwargs,
+        return_log_prob=False,
+    )
+
+
+def _qvalue(
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    sizes: Sequence[int],
+    act: str,
+    out: int = 1,
+    norm_kwargs: list[dict] | None = None,
+) -> TensorDictModule:
+    """Q(s, a) of SAC and its kin, DDPG and TD3 (their losses make the copies): ``out`` values
+    (TQC: quantiles), batch renormalisation after each hidden layer given ``norm_kwargs``."""
+    obs_dim, act_dim = observation_spec["observation"].shape[-1], action_spec.shape[-1]
+    net = MLP(  # torchrl's MLP concatenates its inputs
+        in_features=obs_dim + act_dim,
+        out_features=out,
+        num_cells=list(sizes),
+        activation_class=ACTIVATIONS[act],
+        norm_class=BatchRenorm1d if norm_kwargs else None,
+        norm_kwargs=norm_kwargs,
+    )
+    return TensorDictModule(net, ["observation", "action"], ["state_action_value"])
+
+
+def _discrete_actions(action_spec: TensorSpec, factory: str, instead: str) -> int:
+    """The number of actions of a discrete action spec; a continuous one is a user's mistake."""
+    if action_spec.domain != "discrete":
+        raise ConfigError(
+            f"policy._target_=rlrun.builders.policies.{factory} needs a discrete action space; for "
+            f"continuous actions use +experiment={instead}."
+        )
+    n = action_spec.shape[-1] if isinstance(action_spec, OneHot) else action_spec.space.n
+    return int(n)
+
+
+def make_c51_actor(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (120, 84),
+    activation: str = "relu",
+    n_atoms: int = 101,
+    v_min: float = -100.0,
+    v_max: float = 100.0,
+    **_: object,
+) -> ActorCritic:
+    """C51's network (``policy=c51``): an MLP of ``n_atoms`` logits per action over returns
+    evenly spaced in [v_min, v_max], behind TorchRL's ``DistributionalQValueActor`` (greedy on
+    the distributions' means). Returned as actor and qvalue, as DQN's."""
+    if v_min >= v_max:
+        raise ConfigError(f"policy.v_min={v_min} must be below policy.v_max={v_max}.")
+    n_actions = _discrete_actions(action_spec, "make_c51_actor", "sac")
+    obs_dim = observation_spec["observation"].shape[-1]
+    net = nn.Sequential(
+        _mlp(obs_dim, n_atoms * n_actions, hidden_sizes, activation),
+        nn.Unflatten(-1, (n_atoms, n_actions)),
+    )
+    actor = DistributionalQValueActor(
+        net,
+        support=torch.linspace(v_min, v_max, n_atoms),
+        in_keys=["observation"],
+        spec=action_spec,
+    )
+    head = actor.module[-1]  # TorchRL's greedy head, swapped for one that breaks ties
+    actor.module[-1] = GreedyDistributionalHead(
+        action_space=head.action_space,
+        support=head.support,
+        action_value_key=head.action_value_key,
+        out_keys=head.out_keys,
+        spec=head.spec,
+    )
+    return ActorCritic(actor=actor.to(device), qvalue=actor.to(device))
+
+
+class GreedyDistributionalHead(DistributionalQValueModule):
+    """TorchRL's greedy head of a distributional Q-network, with ties broken (first maximal
+    action, as ``argmax``). TorchRL's one-hot marks every action whose expected return equals
+    the maximum, and C51's saturated atoms tie exactly: at 86k frames of +experiment=c51 one
+    action came out with two ones, the env took it, and the loss then failed on that sample
+    ("shape '[128, 101]' is invalid for input of size 13029")."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.action_func_mapping["one_hot"] = self._one_hot  # bound at init: point it here
+
+    def _one_hot(self, value: torch.Tensor, support: torch.Tensor | None = None) -> torch.Tensor:
+        expected = self._support_expected(value, self.support if support is None else support)
+        return nn.functional.one_hot(expected.argmax(-1), expected.shape[-1])
+
+
+def make_discrete_sac_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    **_: object,
+) -> ActorCritic:
+    """Discrete SAC's networks: a categorical actor (the default factory's) and one network of
+    action values Q(s, .) (``algo=discrete_sac`` makes the twin copies)."""
+    n_actions = _discrete_actions(action_spec, "make_discrete_sac_networks", "sac")
+    actor = make_actor_critic(
+        observation_spec=observation_spec,
+        action_spec=action_spec,
+        device=device,
+        hidden_sizes=hidden_sizes,
+        activation=activation,
+        with_critic=False,
+    ).actor
+    obs_dim = observation_spec["observation"].shape[-1]
+    qvalue = TensorDictModule(
+        _mlp(obs_dim, n_actions, hidden_sizes, activation), ["observation"], ["action_value"]
+    )
+    return ActorCritic(actor=actor, qvalue=qvalue.to(device))
+
+
+def make_iql_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    state_dependent_std: bool = True,
+    **_: object,
+) -> ActorCritic:
+    """IQL's networks: SAC's (continuous actions) or discrete SAC's (discrete ones), plus a
+    state-value network V(s) as ``critic`` (``algo=iql`` makes the twin Q copies)."""
+    discrete = action_spec.domain == "discrete"
+    make = make_discrete_sac_networks if discrete else make_sac_networks
+    ac = make(
+        observation_spec=observation_spec,
+        action_spec=action_spec,
+        device=device,
+        hidden_sizes=hidden_sizes,
+        activation=activation,
+        state_dependent_std=state_dependent_std,
+    )
+    obs_dim = observation_spec["observation"].shape[-1]
+    value = _mlp(obs_dim, 1, hidden_sizes, activation)
+    ac.critic = TensorDictModule(value, ["observation"], ["state_value"]).to(device)
+    return ac
+
+
+def make_td3_networks(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    **_: object,
+) -> ActorCritic:
+    """TD3's networks: a deterministic actor, tanh-scaled to the action bounds, and one Q(s, a)
+    network (``algo=td3`` makes the twin copies and adds exploration noise while collecting)."""
+    if action_spec.domain != "continuous":
+        raise ConfigError(
+            "policy._target_=rlrun.builders.policies.make_td3_networks needs a continuous action space; "
+            "for discrete actions use +experiment=dqn."
+        )
+    obs_dim, act_dim = observation_spec["observation"].shape[-1], action_spec.shape[-1]
+    one = action_spec[(0,) * (action_spec.ndim - 1)]  # the env's batch dims dropped
+    net = _mlp(obs_dim, act_dim, hidden_sizes, activation)
+    actor = SafeSequential(  # its ``spec["action"]`` is the bounded action spec
+        TensorDictModule(net, ["observation"], ["param"]),
+        TanhModule(["param"], ["action"], spec=one),
+    ).to(device)
+    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation).to(device)
+    return ActorCritic(actor=actor, qvalue=qvalue)
