@@ -1,4 +1,5 @@
-"""The placement rule (rlrun/builders/devices.py): every device of a run from its config, decided once.
+"""The placement rule (rlrun/builders/devices.py): every device of a run from its config, decided
+once.
 
 The rule is pure, so it is checked here for CUDA machines too (``cuda_devices`` says how many GPUs
 the process would see). The CUDA runs themselves are in test_cuda.py (``pytest -m cuda``).
@@ -183,7 +184,7 @@ def _as_saved_on_cuda(checkpoint: Path) -> None:
         [{"kind": "value", "value": "torch_cuda"}, {"kind": "list", "items": [generator]}]
     )
     rng.write_text(json.dumps(state))
-    from rlrun.builders.checkpoints import write_checksums
+    from rlrun.folders.checkpoint_files import write_checksums
 
     write_checksums(checkpoint)  # the bytes changed on purpose
 
