@@ -3,8 +3,8 @@ learning check against random play.
 
 - Env only (``--env-steps`` steps of ``--num-envs`` Pong envs, random actions, in this process):
   raw ``envpool.make(...).step`` with the options rlrun gives envpool; rlrun's training env on
-  ``env.backend=envpool`` and on ``gym_vector`` (``rlrun.builders.envs.make_env``: the preprocessing plus
-  step counter, game score, end of life and reward clipping), stepped by TorchRL's ``rollout``.
+  ``env.backend=envpool`` and on ``gym_vector`` (``rlrun.builders.envs.make_env``: the preprocessing
+  plus step counter, game score, end of life and reward clipping), stepped by TorchRL's ``rollout``.
   Frames are agent steps (4 emulator frames each).
 - PPO: ``rlrun +experiment=ppo_atari`` for ``--frames`` frames on each backend: frames/s of the
   whole run (collection and the Nature CNN's updates on the CPU).
@@ -35,7 +35,7 @@ def env_cfg(*overrides: str):
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from rlrun.config import register_configs
+    from rlrun.commandline import register_configs
 
     GlobalHydra.instance().clear()
     register_configs()

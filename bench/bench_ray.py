@@ -66,7 +66,7 @@ def worker_and_sync(workers: int, batches: int = 20) -> dict:
     from rlrun.builders.devices import Placement
     from rlrun.builders.envs import make_env
     from rlrun.builders.policies import build_policy
-    from rlrun.config import register_configs
+    from rlrun.commandline import register_configs
 
     register_configs()
     overrides = ["+experiment=ppo", "collector=ray", f"collector.num_workers={workers}"]

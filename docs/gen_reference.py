@@ -25,7 +25,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from rlrun.cli import SUBCOMMANDS
-from rlrun.config import RootConfig, register_configs
+from rlrun.commandline import register_configs
+from rlrun.config import RootConfig
 
 CONF = Path(__file__).resolve().parent.parent / "rlrun" / "conf"
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_+][\w.+/-]*):(?P<rest>.*)$")
@@ -341,6 +342,31 @@ def commands_page() -> str:
     return "\n".join(lines)
 
 
+def algorithms_page() -> str:
+    """Every shipped algorithm as its declaration states it (``rlrun/algorithms/<name>.py``)."""
+    from rlrun.algorithms import shipped
+
+    lines = [
+        "# Algorithms",
+        "",
+        "Generated from each algorithm's declaration (`ALGORITHM` in",
+        "`rlrun/algorithms/<name>.py`), which validation and the recipe read too. `algo=<name>`",
+        "picks one; your own:",
+        "[Your own algorithm](../guides/algorithms.md).",
+        "",
+        "| algorithm | what it is | actions | data | recurrent | Ray learners | CUDA graphs |"
+        " networks (`policy._target_: null`) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, a in shipped().items():
+        data = a.data.value.replace("_", "-") + ("" if a.collects else ", dataset only")
+        yes = {True: "yes", False: "-"}
+        row = [f"`{name}`", a.summary, ", ".join(a.actions), data, yes[a.sequences],
+               yes[a.ray_learners], yes[a.cudagraphs], f"`{a.networks}`"]  # fmt: skip
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
 API_PAGE = """# Python API
 
 A trained run, loaded in Python: `rlrun.load` (`rlrun/commands/loading.py`).
@@ -357,6 +383,7 @@ def pages() -> tuple[dict[str, str], list[str]]:
     """Every generated page by path, and the config keys without a comment."""
     found, missing = config_pages()
     found["reference/commands.md"] = commands_page()
+    found["reference/algorithms.md"] = algorithms_page()
     found["reference/api.md"] = API_PAGE
     return found, missing
 

@@ -10,8 +10,8 @@ LAUNCHED_AT = time.time()  # for summary.json's time from launch to the first co
 
 
 def __getattr__(name: str) -> Any:
-    """``rlrun.load`` (``rlrun/commands/loading.py``), imported on first use: the console script imports
-    this package and must not pay for torch before it needs it."""
+    """``rlrun.load`` (``rlrun/commands/loading.py``), imported on first use: the console script
+    imports this package and must not pay for torch before it needs it."""
     if name == "load":
         from rlrun.commands.loading import load
 

@@ -19,8 +19,8 @@ from hydra.errors import ConfigCompositionException, HydraException, MissingConf
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from rlrun.commandline import check_command_line, describe_config_error
-from rlrun.config import register_configs
+from rlrun.algorithms import shipped
+from rlrun.commandline import check_command_line, describe_config_error, register_configs
 from rlrun.errors import ConfigError, RunError
 from rlrun.folders.folder_lock import hold
 from rlrun.folders.provenance import COMMAND_ENV
@@ -56,6 +56,8 @@ it. Every run gets a folder under outputs/ with its config, logs, checkpoints an
 
 Config groups (choose with group=option):
 {groups}
+Algorithms (algo=NAME; your own: algo._target_=<your declaration>, docs/guides/algorithms.md):
+{algorithms}
 Examples:
   rlrun +experiment=ppo                                          one run
   rlrun +experiment=ppo_lstm device=cuda logger=wandb            override groups and keys
@@ -87,7 +89,10 @@ def _help_text() -> str:
         name = f"hydra/{group.name}" if group.parent.name == "hydra" else group.name
         if options:
             lines.append(f"  {name + ':':17s} {', '.join(options)}")
-    return HELP.format(groups="\n".join(sorted(lines)) + "\n")
+    algorithms = [f"  {name + ':':17s} {a.summary}" for name, a in shipped().items()]
+    return HELP.format(
+        groups="\n".join(sorted(lines)) + "\n", algorithms="\n".join(algorithms) + "\n"
+    )
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
@@ -116,9 +121,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 def with_override(args: list[str], override: str) -> list[str]:
     """``args`` with ``override`` added to their overrides, which Hydra's parser reads as one
     block (after ``--config-dir DIR``, a lone override is refused)."""
-    from hydra._internal.utils import get_args_parser
+    from rlrun.compat.hydra import args_parser
 
-    block = get_args_parser().parse_args(args).overrides
+    block = args_parser().parse_args(args).overrides
     for i in range(len(args) - len(block) + 1):
         if args[i : i + len(block)] == block:
             return [*args[: i + len(block)], override, *args[i + len(block) :]]

@@ -13,14 +13,25 @@ import dataclasses
 import difflib
 from pathlib import Path
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from rlrun.config import ALGO_SCHEMAS, RootConfig
+from rlrun.algorithms import register_schemas, shipped
+from rlrun.config import PolicyConfig, RootConfig, store_schemas
 from rlrun.errors import ConfigError
 from rlrun.folders.folder_lock import held_by, refusal
 from rlrun.folders.resume import RESUME_SWEEPER
 from rlrun.folders.run_dirs import check_folder_unused, check_run_folder
 from rlrun.validation import validate
+
+
+def register_configs() -> None:
+    """Before Hydra composes anything: rlrun's schemas in its ConfigStore, the root's
+    (``rlrun/config.py``) and each shipped algorithm's (``rlrun/algorithms/``), and the folder
+    resolver (idempotent)."""
+    store_schemas()
+    register_schemas(ConfigStore.instance())
+
 
 MAX_CHECKED_JOBS = 256  # a larger sweep's further jobs are checked when they start
 
@@ -42,12 +53,12 @@ def check_command_line(args: list[str]) -> Checked | None:
     pin and hold that folder (``rlrun/folders/folder_lock.py``); None for Hydra's info modes
     (``--cfg``, ``--info``, ...) and custom primary configs, which are left to Hydra."""
     from hydra import compose, initialize_config_module
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra._internal.utils import get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    parsed = get_args_parser().parse_args(args)
+    from rlrun.compat.hydra import args_parser, basic_sweep_jobs
+
+    parsed = args_parser().parse_args(args)
     if parsed.multirun and (parsed.cfg or parsed.info or parsed.shell_completion):
         raise ConfigError(
             "-m (a sweep) and --cfg, --info or --shell-completion cannot go together; drop -m "
@@ -68,9 +79,7 @@ def check_command_line(args: list[str]) -> Checked | None:
         jobs = resumed_jobs(overrides)
     elif parsed.multirun:
         try:
-            jobs = BasicSweeper.split_arguments(
-                OverridesParser.create().parse_overrides(overrides), None
-            )[0]
+            jobs = basic_sweep_jobs(OverridesParser.create().parse_overrides(overrides))
             enumerated = len(jobs) <= MAX_CHECKED_JOBS
         except HydraException:  # an interval or other sweeper syntax: check the fixed part
             fixed = OverridesParser.create().parse_overrides(overrides)
@@ -135,8 +144,8 @@ def keys_of_swept_groups(
 
 def resumed_jobs(overrides: list[str]) -> list[list[str]]:
     """The command lines ``rlrun resume=<sweep>`` will run: each unfinished job's own (its saved
-    overrides and the new ones; ``rlrun/folders/resume.py``). Its fixed overrides alone are not a job:
-    a sweep over presets (``+experiment=a2c,ddpg``) may be valid only with its swept keys. With
+    overrides and the new ones; ``rlrun/folders/resume.py``). Its fixed overrides alone are not a
+    job: a sweep over presets (``+experiment=a2c,ddpg``) may be valid only with its swept keys. With
     nothing left to run, the fixed overrides, for the folder checks."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -165,9 +174,21 @@ def _schema_keys(node: type | None = None, prefix: str = "") -> list[str]:
     return keys
 
 
+def _known_keys() -> list[str]:
+    """Every dotted key of the root schema and of every shipped algorithm's schemas (``algo``
+    and ``policy`` are typed per option, so the root's schema does not list their keys)."""
+    keys = [*_schema_keys(), *_schema_keys(PolicyConfig, "policy.")]
+    for algorithm in shipped().values():
+        if algorithm.schema is not None:
+            keys += _schema_keys(algorithm.schema, "algo.")
+        for schema in algorithm.policy_schemas.values():
+            keys += _schema_keys(schema, "policy.")
+    return list(dict.fromkeys(keys))
+
+
 def _nearest_key(key: str) -> str | None:
     """The schema key closest to a misspelt one: same parent first, then anywhere."""
-    keys = _schema_keys()
+    keys = _known_keys()
     parent = key.rpartition(".")[0]
     siblings = [k for k in keys if k.rpartition(".")[0] == parent]
     near = difflib.get_close_matches(key, siblings, n=1, cutoff=0.8)
@@ -222,7 +243,8 @@ def _preset_mismatch(text: str) -> str:
     key = text.split("full_key: ", 1)[1].split()[0]
     schema = text.split("not in '", 1)[1].split("'", 1)[0]
     group = key.split(".", 1)[0]
-    chosen = next((n for n, s in ALGO_SCHEMAS.items() if s.__name__ == schema), None)
+    schemas = {n: a.schema.__name__ for n, a in shipped().items() if a.schema is not None}
+    chosen = next((n for n, s in schemas.items() if s == schema), None)
     if chosen is None:
         return f"+experiment={preset} sets {key}, which your {group} config does not have."
     presets = sorted(

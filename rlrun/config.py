@@ -9,8 +9,9 @@ The schemas are stored under ``rlrun_*`` names so they cannot collide with Torch
 ConfigStore entries (``logger/csv``, ``collector/sync``, ...).
 
 Groups whose options differ in shape (``policy``, ``algo``) are typed per option: each YAML file
-starts with ``defaults: [rlrun_<kind>_schema]``. A user's own option file may skip the schema and
-carry its own keys, which are handed to their ``_target_``.
+starts with ``defaults: [rlrun_<kind>_schema]``; an algorithm's schemas live in its module
+(``rlrun/algorithms/<name>.py``), the bases they share here. A user's own option file may skip
+the schema and carry its own keys, which are handed to their ``_target_``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def _choices(name: str, *values: str) -> type[StrEnum]:
 EnvBackend = _choices("EnvBackend", "gym_vector", "gym", "envpool")
 StartMethod = _choices("StartMethod", "fork", "spawn", "forkserver")
 PolicyKind = _choices("PolicyKind", "mlp", "lstm", "gru", "cnn")
+RECURRENT_KINDS = ("lstm", "gru")  # policy kinds with a hidden state
 Activation = _choices("Activation", "tanh", "relu", "elu", "gelu")
 RegressionLoss = _choices("RegressionLoss", "l2", "smooth_l1", "l1")
 TargetUpdate = _choices("TargetUpdate", "hard", "soft")
@@ -121,7 +123,7 @@ STEPPING_PHASES = ("collect", "eval")  # phases that call the policy once per en
 class PolicyConfig:
     """Actor and critic networks (read by ``rlrun/builders/policies.py``)."""
 
-    _target_: str = MISSING
+    _target_: str | None = MISSING  # null: the algorithm's own networks
     kind: PolicyKind = MISSING
     hidden_sizes: list[int] = MISSING
     activation: Activation = MISSING
@@ -135,43 +137,12 @@ class PolicyConfig:
 
 
 @dataclass
-class C51PolicyConfig(PolicyConfig):
-    """``policy=c51``: a distribution over ``n_atoms`` returns in [v_min, v_max] per action."""
-
-    n_atoms: int = ranged(2)
-    v_min: float = MISSING
-    v_max: float = MISSING
-
-
-@dataclass
-class QuantilePolicyConfig(PolicyConfig):
-    """``policy=tqc``: critics that predict ``n_quantiles`` return quantiles."""
-
-    n_quantiles: int = ranged(1)
-
-
-@dataclass
-class CrossQPolicyConfig(PolicyConfig):
-    """``policy=crossq``: wide critics with batch renormalisation, no target networks."""
-
-    critic_hidden_sizes: list[int] = MISSING
-    batch_norm_momentum: float = ranged(0, 1, low_open=True)
-    batch_norm_warmup_steps: int = ranged(0)
-
-
-POLICY_SCHEMAS = {
-    "policy": PolicyConfig,
-    "c51_policy": C51PolicyConfig,
-    "quantile_policy": QuantilePolicyConfig,
-    "crossq_policy": CrossQPolicyConfig,
-}
-
-
-@dataclass
 class AlgoConfig:
-    """Keys of every algorithm: ``name``, ``gamma`` (``rlrun/algorithms/``) and the update
-    step's ``max_grad_norm``, ``compile``, ``cudagraphs`` (``rlrun/builders/updates.py``)."""
+    """Keys of every algorithm: ``_target_`` (its declaration, ``rlrun/algorithms/``), ``name``,
+    ``gamma`` and the update step's ``max_grad_norm``, ``compile``, ``cudagraphs``
+    (``rlrun/builders/updates.py``). Each algorithm's own keys: its module's schema."""
 
+    _target_: str = MISSING
     name: str = MISSING
     gamma: float = ranged(**PROBABILITY)
     max_grad_norm: float = ranged(**POSITIVE)
@@ -189,25 +160,6 @@ class OnPolicyConfig(AlgoConfig):
 
 
 @dataclass
-class PPOConfig(OnPolicyConfig):
-    """Clipped PPO with GAE (read by ``rlrun/algorithms/ppo.py``)."""
-
-    clip_epsilon: float = ranged(**POSITIVE)
-    normalize_advantage: bool = MISSING
-    epochs: int = ranged(1)
-    minibatch_size: int = ranged(1)
-    sequence_length: int | None = ranged(1)
-    logprob_check_tol: float = ranged(**POSITIVE)
-
-
-@dataclass
-class A2CConfig(OnPolicyConfig):
-    """A2C (read by ``rlrun/algorithms/a2c.py``)."""
-
-    loss_critic_type: RegressionLoss = MISSING
-
-
-@dataclass
 class OffPolicyConfig(AlgoConfig):
     """Keys shared by the replay-buffer algorithms."""
 
@@ -216,7 +168,7 @@ class OffPolicyConfig(AlgoConfig):
 
 @dataclass
 class TargetNetConfig(OffPolicyConfig):
-    """Replay-buffer algorithms with target networks (all but CrossQ)."""
+    """Replay-buffer algorithms with target networks."""
 
     tau: float = ranged(0, 1, low_open=True)
 
@@ -233,126 +185,21 @@ class EpsilonGreedyConfig(TargetNetConfig):
 
 
 @dataclass
-class DQNConfig(EpsilonGreedyConfig):
-    """DQN (read by ``rlrun/algorithms/dqn.py``)."""
-
-    loss_function: RegressionLoss = MISSING
-    double_dqn: bool = MISSING
-
-
-@dataclass
-class C51Config(EpsilonGreedyConfig):
-    """C51, distributional DQN (read by ``rlrun/algorithms/c51.py``); the return support
-    (atoms, bounds) belongs to the network: ``policy=c51``."""
-
-
-@dataclass
 class MaxEntropyConfig(OffPolicyConfig):
-    """SAC and its kin: a learned entropy temperature and several critics."""
+    """The soft actor-critic family: a learned entropy temperature and several critics."""
 
     alpha_init: float = ranged(**POSITIVE)
     num_qvalue_nets: int = ranged(1)
 
 
 @dataclass
-class SACConfig(TargetNetConfig, MaxEntropyConfig):
-    """SAC (read by ``rlrun/algorithms/sac.py``)."""
-
-    loss_function: RegressionLoss = MISSING
-
-
-@dataclass
-class DiscreteSACConfig(SACConfig):
-    """SAC for discrete actions (read by ``rlrun/algorithms/discrete_sac.py``)."""
-
-    target_entropy_weight: float = ranged(0, 1, low_open=True)
-
-
-@dataclass
-class REDQConfig(SACConfig):
-    """REDQ (read by ``rlrun/algorithms/redq.py``)."""
-
-    sub_sample_len: int = ranged(1)
-
-
-@dataclass
-class TQCConfig(TargetNetConfig, MaxEntropyConfig):
-    """TQC (read by ``rlrun/algorithms/tqc.py``); its quantiles: ``policy.n_quantiles``."""
-
-    top_quantiles_to_drop_per_net: int = ranged(0)
-
-
-@dataclass
-class CrossQConfig(MaxEntropyConfig):
-    """CrossQ (read by ``rlrun/algorithms/crossq.py``): no target networks."""
-
-    policy_delay: int = ranged(1)
-    loss_function: RegressionLoss = MISSING
-
-
-@dataclass
 class GaussianNoiseConfig(TargetNetConfig):
-    """Deterministic actors exploring with Gaussian noise (DDPG, TD3)."""
+    """Deterministic actors exploring with Gaussian noise."""
 
     loss_function: RegressionLoss = MISSING
     exploration_sigma_start: float = ranged(0)
     exploration_sigma_end: float = ranged(0)
     exploration_anneal_frames: int = ranged(1)
-
-
-@dataclass
-class DDPGConfig(GaussianNoiseConfig):
-    """DDPG (read by ``rlrun/algorithms/ddpg.py``)."""
-
-
-@dataclass
-class TD3Config(GaussianNoiseConfig):
-    """TD3 (read by ``rlrun/algorithms/td3.py``)."""
-
-    num_qvalue_nets: int = ranged(1)
-    policy_delay: int = ranged(1)
-    policy_noise: float = ranged(0)
-    noise_clip: float = ranged(0)
-
-
-@dataclass
-class BCConfig(AlgoConfig):
-    """Behaviour cloning (read by ``rlrun/algorithms/bc.py``): learns from ``dataset`` alone."""
-
-
-@dataclass
-class CQLConfig(TargetNetConfig):
-    """CQL (read by ``rlrun/algorithms/cql.py``), continuous or discrete by the action space."""
-
-    alpha_init: float = ranged(**POSITIVE)
-    min_q_weight: float = ranged(0)
-    with_lagrange: bool = MISSING
-    lagrange_thresh: float = ranged(0)
-    num_random: int = ranged(1)
-    loss_function: RegressionLoss = MISSING
-    bc_steps: int = ranged(0)
-
-
-@dataclass
-class IQLConfig(TargetNetConfig):
-    """IQL (read by ``rlrun/algorithms/iql.py``), continuous or discrete by the action space."""
-
-    expectile: float = ranged(0, 1, low_open=True, high_open=True)
-    temperature: float = ranged(**POSITIVE)
-    num_qvalue_nets: int = ranged(1)
-    loss_function: RegressionLoss = MISSING
-
-
-@dataclass
-class TD3BCConfig(TargetNetConfig):
-    """TD3+BC (read by ``rlrun/algorithms/td3_bc.py``)."""
-
-    alpha: float = ranged(0)
-    num_qvalue_nets: int = ranged(1)
-    policy_delay: int = ranged(1)
-    policy_noise: float = ranged(0)
-    noise_clip: float = ranged(0)
-    loss_function: RegressionLoss = MISSING
 
 
 @dataclass
@@ -467,9 +314,10 @@ class EvalConfig:
 
 @dataclass
 class ReferenceConfig:
-    """A published figure an experiment preset should reach (read by ``rlrun/commands/references.py``:
-    ``rlrun report`` and ``rlrun check``). A preset's ``reference:`` block gives every key but
-    ``note``; there is no group default, since a figure belongs to one preset."""
+    """A published figure an experiment preset should reach (read by
+    ``rlrun/commands/references.py``: ``rlrun report`` and ``rlrun check``). A preset's
+    ``reference:`` block gives every key but ``note``; there is no group default, since a figure
+    belongs to one preset."""
 
     source: str = MISSING  # who published it: rl-baselines3-zoo benchmark.md, CleanRL, a paper
     version: str = MISSING  # the source's version or commit
@@ -506,25 +354,6 @@ class RootConfig:
     hooks: dict[str, Any] = field(default_factory=dict)
 
 
-ALGO_SCHEMAS = {
-    "ppo": PPOConfig,
-    "a2c": A2CConfig,
-    "dqn": DQNConfig,
-    "c51": C51Config,
-    "sac": SACConfig,
-    "discrete_sac": DiscreteSACConfig,
-    "redq": REDQConfig,
-    "tqc": TQCConfig,
-    "crossq": CrossQConfig,
-    "ddpg": DDPGConfig,
-    "td3": TD3Config,
-    "bc": BCConfig,
-    "cql": CQLConfig,
-    "iql": IQLConfig,
-    "td3_bc": TD3BCConfig,
-}
-
-
 SECRET = re.compile(r"api_?key|token|secret|password", re.IGNORECASE)
 
 
@@ -551,13 +380,11 @@ def run_tag() -> str:
     return secrets.token_hex(3)
 
 
-def register_configs() -> None:
-    """Store the schemas in Hydra's ConfigStore and the folder resolver (idempotent)."""
+def store_schemas() -> None:
+    """Store the root's schemas in Hydra's ConfigStore and the folder resolver (idempotent;
+    ``rlrun/commandline.py`` adds each algorithm's)."""
     if not OmegaConf.has_resolver("rlrun_tag"):
         OmegaConf.register_new_resolver("rlrun_tag", run_tag, use_cache=True)
     cs = ConfigStore.instance()
     cs.store(name="rlrun_root_schema", node=RootConfig)
-    for name, schema in POLICY_SCHEMAS.items():
-        cs.store(group="policy", name=f"rlrun_{name}_schema", node=schema)
-    for name, schema in ALGO_SCHEMAS.items():
-        cs.store(group="algo", name=f"rlrun_{name}_schema", node=schema)
+    cs.store(group="policy", name="rlrun_policy_schema", node=PolicyConfig)

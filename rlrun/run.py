@@ -15,10 +15,10 @@ stage, hooks act in the order ``build_trainer`` registers them, the ``hooks`` co
 2. ``pre_steps_log``: episode returns and lengths, frames/s, PPO's log-prob check, epsilon.
 3. unless still in ``collector.init_random_frames``, for each epoch and optimisation step:
    ``process_optim_batch`` (PPO's minibatch, or a prioritized/slice replay sample, on the
-   learner's device), the update step (``rlrun/builders/updates.py``: off-policy with uniform replay, one
-   fused function that samples the storage itself, then loss, backward, clip, optimiser step and
-   soft target update; a hard target copy after it), ``post_loss`` (replay priorities),
-   ``post_optim``; then ``post_optim_complete_log`` (losses).
+   learner's device), the update step (``rlrun/builders/updates.py``: off-policy with uniform
+   replay, one fused function that samples the storage itself, then loss, backward, clip,
+   optimiser step and soft target update; a hard target copy after it), ``post_loss`` (replay
+   priorities), ``post_optim``; then ``post_optim_complete_log`` (losses).
 4. ``post_steps``: a NaN/inf loss stops the run (nothing of this batch is saved); trained
    weights to the collector's copy or workers, learning-rate annealing,
    torchsnapshot checkpoints, an Optuna trial's pruning check.
@@ -48,7 +48,7 @@ from torchrl.envs import EnvBase
 from torchrl.envs.transforms import VecNormV2
 from torchrl.trainers import Trainer
 
-from rlrun.algorithms import make_algorithm
+from rlrun.algorithms import Data, declared, policy_config
 from rlrun.builders.atari import END_OF_LIFE
 from rlrun.builders.checkpoints import (
     CHECKPOINT_DIR,
@@ -80,21 +80,16 @@ from rlrun.builders.hooks import (
     EpisodeStats,
     HookContext,
     LinearLRAnnealing,
-    LossLog,
     continue_progress_bar,
     register_config_hooks,
 )
-from rlrun.builders.learners import (
-    RemoteLearners,
-    learner_options,
-    receive_weights_here,
-    remote_learners,
-)
+from rlrun.builders.learners import make_learner, remote_learners
 from rlrun.builders.loggers import make_logger
 from rlrun.builders.policies import build_policy
 from rlrun.builders.pruning import is_pruned, register_pruning
 from rlrun.builders.ray_runtime import cpus_reserved, ray_session, uses_ray
-from rlrun.builders.updates import UpdateStep, make_optimizer
+from rlrun.builders.training import Context
+from rlrun.builders.updates import make_optimizer
 from rlrun.errors import ConfigError
 from rlrun.folders.folder_lock import hold, release
 from rlrun.folders.provenance import record_environment
@@ -202,19 +197,24 @@ def build_trainer(
     if uses_ray(cfg):  # started (or joined) here, stopped after everything else (ray_runtime.py)
         started.enter_context(ray_session(cfg.ray, sum(cpus_reserved(cfg))))
 
+    algorithm = declared(cfg.algo)  # what it can do, as data (rlrun/algorithms/<name>.py)
     env = make_env(cfg.env, seed=cfg.seed, start_method=where.env_start_method)  # on the CPU
     action_spec = env.full_action_spec["action"]
-    ac = build_policy(cfg.policy, env.observation_spec, action_spec, where.learner)
+    policy_cfg = policy_config(cfg)  # policy._target_, or the algorithm's own networks
+    ac = build_policy(policy_cfg, env.observation_spec, action_spec, where.learner)
     for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
         env.append_transform(transform)
     fresh = fresh_batches(cfg.collector)
-    algo = make_algorithm(cfg.algo, ac, cfg.collector.frames_per_batch, where.learner, fresh)
+    training = algorithm(
+        cfg.algo, Context(ac, cfg.collector.frames_per_batch, where.learner, fresh)
+    )
     if cfg.env.atari is not None and cfg.env.atari.episodic_life:  # rlrun/builders/atari.py
-        algo.episodes_end_at(END_OF_LIFE)
+        training.episodes_end_at(END_OF_LIFE)
     policy = ac.rollout_policy("collect")  # actor (+ recurrent critic) in step mode
-    if algo.exploration is not None:  # e.g. DQN's epsilon-greedy, only while collecting
-        policy = TensorDictSequential(policy, algo.exploration)
-    source = data_source(cfg)  # collector, dataset or both: decided once (rlrun/builders/datasets.py)
+    if training.exploration is not None:  # e.g. DQN's epsilon-greedy, only while collecting
+        policy = TensorDictSequential(policy, training.exploration)
+    source = data_source(cfg)  # collector, dataset or both: decided once (builders/datasets.py)
+    remote = remote_learners(cfg)  # optimised here or on Ray learners: decided once
     if source == "dataset":  # offline: no env stepped, the run's frames are optimisation steps
         collector = DatasetFeed(cfg.collector.frames_per_batch, cfg.trainer.total_frames)
     else:
@@ -225,80 +225,58 @@ def build_trainer(
             cfg.trainer.total_frames,
             where,
             env_cfg=cfg.env,
-            policy_cfg=cfg.policy,
+            policy_cfg=policy_cfg,
             policy_transforms=ac.env_transforms(),  # fresh ones, for envs built in workers
             seed=cfg.seed,
             # the slice samplers (algo's buffer or hooks=[replay_buffer]) read trajectory ids
             traj_ids_read=cfg.replay_buffer.sampler == "slice" or cfg.replay_buffer.single_frames,
-            exploration=algo.exploration,
+            exploration=training.exploration,
             ray_cfg=cfg.ray,
-            remote_learners=remote_learners(cfg),
+            remote_learners=remote,
         )
     started.callback(collector.shutdown)
-    remote = remote_learners(cfg)  # optimised on Ray actors (rlrun/builders/learners.py)
-    # what the loss samples from: collected frames, the dataset, or both (rlrun/builders/datasets.py)
+    # what the loss samples from: collected frames, the dataset, or both
+    # (rlrun/builders/datasets.py)
+    replays = algorithm.data != Data.ON_POLICY  # on-policy: each fresh batch, no replay
     replay = make_replay(
-        cfg, source, algo.off_policy, env, run_dir, where, remote, reads_samples(hooks), started
+        cfg, source, replays, env, run_dir, where, remote, reads_samples(hooks), started
     )
     compiled, cudagraphs = cfg.algo.get("compile", False), cfg.algo.get("cudagraphs", False)
-    optimizer = make_optimizer(cfg.optim, algo.loss, where, cudagraphs=cudagraphs, compile=compiled)
-    update = None  # remote: TorchRL's own step, its loss through DDP, on each learner
-    if not remote:
-        update = UpdateStep(
-            algo.loss,
-            optimizer,
-            algo.max_grad_norm,
-            where.learner,
-            compile=compiled,
-            cudagraphs=cudagraphs,
-            sampler=replay.sampler,
-            target_updater=algo.target_updater,
-        )
+    optimizer = make_optimizer(
+        cfg.optim, training.loss, where, cudagraphs=cudagraphs, compile=compiled
+    )
+    # this process (the update step: loss, backward, clip, step) or Ray learners
+    learner = make_learner(cfg, remote, training, optimizer, replay.sampler, where)
     logger = make_logger(cfg.logger, run_dir, exp_name=run_dir.name)
     started.callback(logger.close)
     logger.log_hparams(cfg)
 
-    backend = {}
-    if remote:
-        backend = {
-            "learner_backend": "ray",
-            "learner_backend_options": learner_options(cfg, where.learner),
-            "batch_size": cfg.replay_buffer.batch_size,  # global: split over the learners
-            "clip_norm": algo.max_grad_norm,
-        }
-    if remote:
-        receive_weights_here(collector)  # a collector of this host: weights via the driver
+    learner.prepare(collector)
     trainer = Trainer(
         collector=collector,
         total_frames=cfg.trainer.total_frames,
         frame_skip=1,
-        optim_steps_per_batch=algo.optim_steps_per_batch,
-        num_epochs=algo.num_epochs,
-        loss_module=algo.loss,
+        optim_steps_per_batch=training.optim_steps_per_batch,
+        num_epochs=training.num_epochs,
+        loss_module=training.loss,
         optimizer=optimizer,
-        optimization_stepper=update,  # loss, backward, clip, step (rlrun/builders/updates.py)
         logger=logger,
         progress_bar=cfg.trainer.progress_bar,
         log_interval=cfg.trainer.log_every_frames,
         auto_log_optim_steps=False,
         replay_buffer=replay.buffer,  # registered in the checkpoint by the Trainer
-        target_net_updater=algo.target_updater,
-        **backend,
+        target_net_updater=training.target_updater,
+        **learner.trainer_kwargs,
         **trainer_checkpoint_kwargs(cfg, run_dir),
     )
-    if remote:  # the learners sample, update their targets and send rank 0's weights to
-        # collector=ray's workers themselves; the driver logs their losses and keeps a current
-        # actor, which a collector of this host runs in place or gets pushed below
-        RemoteLearners(trainer, ac.actor, algo.exploration).register(trainer)
-        for hook in [*algo.collect_hooks, stats]:
-            hook.register(trainer)
-    else:
-        for hook in [*replay.hooks, *algo.collect_hooks, *algo.hooks, stats, LossLog()]:
-            hook.register(trainer)
-        if runs_in_place(collector, policy):
-            check_loss_trains_in_place(algo.loss, policy)
-    sent_by_learners = remote and cfg.collector.kind == "ray"
-    if not runs_in_place(collector, policy) and not sent_by_learners:
+    # replay, exploration, the algorithm's hooks (PPO's advantages and minibatches), episode
+    # statistics, losses: in this order on each batch (rlrun/builders/learners.py)
+    for hook in learner.hooks(trainer, ac.actor, training, replay.hooks, stats):
+        hook.register(trainer)
+    in_place = runs_in_place(collector, policy)
+    if in_place and not learner.remote:
+        check_loss_trains_in_place(training.loss, policy)
+    if not in_place and not learner.sends_weights(cfg.collector.kind):
         weight_sync_hook(collector, policy).register(trainer)
     if cfg.optim.anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)

@@ -147,7 +147,7 @@ def compose(*overrides: str):
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from rlrun.config import register_configs
+    from rlrun.commandline import register_configs
 
     GlobalHydra.instance().clear()
     register_configs()

@@ -26,7 +26,7 @@ CONFIG_DIR = ["--config-dir", str(Path(__file__).parent / "algorithm_presets")]
 BATCH = 16
 TINY = [
     f"collector.frames_per_batch={BATCH}",
-    f"collector.init_random_frames={2 * BATCH}",  # off-policy: the third batch learns
+    "collector.init_random_frames=0",  # off-policy: learning from the first batch on
     "replay_buffer.size=1000",
     "replay_buffer.batch_size=32",
     "policy.hidden_sizes=[32,32]",
@@ -141,19 +141,20 @@ def test_a_refusal_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "rlrun: error: algo=c51 needs a Discrete action space, but env.id=Pendulum-v1 has a Box "
-        "one; use algo=ppo or algo=a2c or algo=sac or algo=redq or algo=tqc or algo=crossq or "
-        "algo=ddpg or algo=td3 (with its preset, e.g. +experiment=ppo)."
+        "one; use algo=a2c or algo=crossq or algo=ddpg or algo=ppo or algo=redq or algo=sac or "
+        "algo=td3 or algo=tqc (with its preset, e.g. +experiment=a2c)."
     )
     assert list(tmp_path.iterdir()) == []
 
 
-WRONG_NETWORK = {
+ACTOR_CRITIC = "policy._target_=rlrun.builders.policies.make_actor_critic"  # no Q network
+WRONG_NETWORK = {  # a factory of the user's that does not return what the algorithm trains
     "c51": (
         ["algo=c51", "policy._target_=rlrun.builders.policies.make_qvalue_actor"],
-        "algo=c51 needs a distributional Q-network: use policy=c51",
+        "algo=c51 needs a distributional Q-network",
     ),
-    "discrete_sac": (["algo=discrete_sac"], "algo=discrete_sac needs a Q-network"),
-    "crossq": (["algo=crossq", "env=pendulum"], "algo=crossq needs a Q-network"),
+    "discrete_sac": (["algo=discrete_sac", ACTOR_CRITIC], "algo=discrete_sac needs a Q-network"),
+    "crossq": (["algo=crossq", "env=pendulum", ACTOR_CRITIC], "algo=crossq needs a Q-network"),
 }
 
 
@@ -169,7 +170,7 @@ def test_c51_acts_on_one_action_when_expected_returns_tie() -> None:
     (86k frames into +experiment=c51). Equal distributions for both actions: one action."""
     from torchrl.envs import GymEnv
 
-    from rlrun.builders.policies import make_c51_actor
+    from rlrun.algorithms.c51 import networks as make_c51_actor
 
     env = GymEnv("CartPole-v1")
     ac = make_c51_actor(observation_spec=env.observation_spec, action_spec=env.action_spec)

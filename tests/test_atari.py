@@ -13,11 +13,12 @@ from conftest import built, compose, cpu_placement, run_dirs, run_rlrun, run_wit
 from torchrl.collectors import Collector
 from torchrl.envs.utils import RandomPolicy
 
-from rlrun.algorithms import make_algorithm
+from rlrun.algorithms import declared
 from rlrun.builders.atari import END_OF_LIFE
 from rlrun.builders.buffers import make_replay_buffer
 from rlrun.builders.cnn import make_cnn_actor_critic
 from rlrun.builders.envs import make_env
+from rlrun.builders.training import Context
 
 pytest.importorskip("ale_py")
 
@@ -102,7 +103,7 @@ def test_the_losses_end_episodes_at_a_lost_life(tmp_path: Path) -> None:
     ac = make_cnn_actor_critic(
         observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
     )
-    ppo = make_algorithm(cfg.algo, ac, 128, torch.device("cpu"))
+    ppo = declared(cfg.algo)(cfg.algo, Context(ac, 128, torch.device("cpu")))
     ppo.episodes_end_at(END_OF_LIFE)
     for keys in (ppo.loss.tensor_keys, ppo.advantage.tensor_keys):  # loss and GAE
         assert keys.done == END_OF_LIFE and keys.terminated == END_OF_LIFE

@@ -18,8 +18,8 @@ import torch
 from conftest import RLRUN, TINY, csv_series, run_dirs, run_rlrun, summary
 
 from rlrun.builders.checkpoints import VerifiedCheckpoint
-from rlrun.folders.checkpoint_files import damage, find_checkpoint, write_checksums
 from rlrun.errors import ConfigError
+from rlrun.folders.checkpoint_files import damage, find_checkpoint, write_checksums
 
 # 8 batches of 256 frames: long enough to be stopped midway.
 TOTAL, BATCH = 2048, 256

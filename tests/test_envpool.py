@@ -1,5 +1,5 @@
-"""``env.backend=envpool`` (rlrun/builders/envpool_env.py) on real envpool pools: Atari observations as
-the gymnasium backend makes them, lives, episode statistics through TorchRL's transforms and
+"""``env.backend=envpool`` (rlrun/builders/envpool_env.py) on real envpool pools: Atari observations
+as the gymnasium backend makes them, lives, episode statistics through TorchRL's transforms and
 collector, seeding, MuJoCo specs and the config errors."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``rlrun export`` (rlrun/commands/export_files.py) on real runs trained by the console script: the exported
-file, run by onnxruntime or ``torch.jit.load`` here, gives the actions of ``rlrun.load``'s
+"""``rlrun export`` (rlrun/commands/export_files.py) on real runs trained by the console script: the
+exported file, run by onnxruntime or ``torch.jit.load`` here, gives the actions of ``rlrun.load``'s
 in-process policy on real observations, a recurrent one through its carried state."""
 
 from __future__ import annotations

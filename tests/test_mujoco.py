@@ -15,13 +15,12 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.data import Bounded, Composite, Unbounded
 from torchrl.envs.transforms import VecNormV2
-from torchrl.objectives import ValueEstimators
+from torchrl.objectives import CrossQLoss, TD3BCLoss, TD3Loss, ValueEstimators
 
-from rlrun.algorithms.crossq import DelayedCrossQLoss
-from rlrun.algorithms.td3 import DelayedActor, DelayedSoftUpdate, DelayedTD3Loss
-from rlrun.algorithms.td3_bc import DelayedTD3BCLoss
+from rlrun.algorithms.crossq import networks as make_crossq_networks
 from rlrun.builders.envs import SharedObservationNorm
-from rlrun.builders.policies import make_crossq_networks, make_td3_networks
+from rlrun.builders.offpolicy import DelayedActor, DelayedSoftUpdate, with_delayed_actor
+from rlrun.builders.policies import make_deterministic_actor_q as make_td3_networks
 from rlrun.builders.updates import UpdateStep
 
 QUIET = ["trainer.progress_bar=false", "checkpoint.every_frames=0"]
@@ -110,11 +109,13 @@ def delayed_loss(algo: str) -> tuple[Callable[[], DelayedActor], Callable[[Delay
             observation_spec=OBS, action_spec=ACTION, hidden_sizes=[16], critic_hidden_sizes=[16]
         )
         return (
-            lambda: DelayedCrossQLoss(ac.actor, ac.qvalue, policy_delay=3),
+            lambda: with_delayed_actor(CrossQLoss, ("loss_actor", "loss_alpha"))(
+                ac.actor, ac.qvalue, policy_delay=3
+            ),
             lambda loss: {"log_alpha": loss.log_alpha},
         )
     ac = make_td3_networks(observation_spec=OBS, action_spec=ACTION, hidden_sizes=[16])
-    cls = {"td3": DelayedTD3Loss, "td3_bc": DelayedTD3BCLoss}[algo]
+    cls = with_delayed_actor({"td3": TD3Loss, "td3_bc": TD3BCLoss}[algo])
     return (
         lambda: cls(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3),
         lambda loss: loss.target_actor_network_params.flatten_keys(),
@@ -177,7 +178,7 @@ def test_td3_target_smoothing_noise_is_clipped() -> None:
     ac = make_td3_networks(observation_spec=OBS, action_spec=ACTION, hidden_sizes=[16])
     recorder = RecordingQ()
     qvalue = TensorDictModule(recorder, ["observation", "action"], ["state_action_value"])
-    loss = DelayedTD3Loss(
+    loss = with_delayed_actor(TD3Loss)(
         ac.actor, qvalue, action_spec=ACTION, policy_delay=2, policy_noise=100.0,
         noise_clip=0.05, deactivate_vmap=True,
     )  # fmt: skip

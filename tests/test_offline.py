@@ -162,8 +162,7 @@ def test_discrete_offline_and_mismatched_spaces(workdir: Path) -> None:
     assert set(np.unique(episode.actions)) <= {0, 1}
     run_rlrun("-m", "+experiment=cql_discrete,iql_discrete", f"dataset={tiny}", *OFFLINE,
               cwd=workdir, env=env)  # fmt: skip
-    bc = ["+experiment=bc", "env=cartpole", "env.num_envs=1", f"dataset={tiny}",
-          "policy._target_=rlrun.builders.policies.make_actor_critic"]  # fmt: skip
+    bc = ["+experiment=bc", "env=cartpole", "env.num_envs=1", f"dataset={tiny}"]  # categorical
     run_rlrun("-m", *bc, *OFFLINE, cwd=workdir, env=env)
     offline_jobs(workdir, 3)
 
@@ -182,7 +181,7 @@ def test_discrete_offline_and_mismatched_spaces(workdir: Path) -> None:
                      check=False)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.startswith("rlrun: error: init_from=") and "do not fit" in proc.stderr
-    assert "algo.name is dqn there, iql here; policy._target_ is " in proc.stderr  # what differs
+    assert "algo.name is dqn there, iql here; policy." in proc.stderr  # what differs
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
@@ -199,12 +198,12 @@ def test_cql_conservative_term_is_the_official_codes() -> None:
     from torchrl.envs import GymEnv
 
     from rlrun.algorithms.cql import ConservativeSAC
-    from rlrun.builders.policies import make_sac_networks
+    from rlrun.builders.policies import make_stochastic_actor_q
 
     torch.manual_seed(1)
     env = GymEnv("Pendulum-v1")  # actions in [-2, 2]: the uniform actions' density is 1/4
     spec = env.action_spec
-    ac = make_sac_networks(observation_spec=env.observation_spec, action_spec=spec)
+    ac = make_stochastic_actor_q(observation_spec=env.observation_spec, action_spec=spec)
     n, batch, weight = 4, 16, 5.0
     loss = ConservativeSAC(ac.actor, ac.qvalue, min_q_weight=weight, num_random=n,
                            target_entropy=-1.0, low=spec.space.low,

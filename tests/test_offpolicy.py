@@ -89,10 +89,13 @@ def test_sac_memmap_pinned_transforms_tiny_run(workdir: Path) -> None:
 
 
 def test_dqn_needs_a_q_network(workdir: Path) -> None:
-    proc = run_rlrun("algo=dqn", *DQN_TINY, cwd=workdir, check=False)
+    """Its own networks by default (policy._target_ null); a factory without a Q network is
+    refused in one line that names the fix."""
+    factory = "policy._target_=rlrun.builders.policies.make_actor_critic"
+    proc = run_rlrun("algo=dqn", factory, *DQN_TINY, cwd=workdir, check=False)
     assert proc.returncode == 2
     assert "algo=dqn needs a Q-network" in proc.stderr
-    assert "make_qvalue_actor" in proc.stderr
+    assert "policy._target_=null" in proc.stderr
 
 
 def bounds(actor: torch.nn.Module) -> list[torch.Tensor]:
@@ -112,10 +115,10 @@ def test_the_actors_action_bounds_move_with_it(to) -> None:
 
     from torchrl.envs import GymEnv
 
-    from rlrun.builders.policies import make_sac_networks
+    from rlrun.builders.policies import make_stochastic_actor_q
 
     env = GymEnv("Pendulum-v1")
-    ac = make_sac_networks(
+    ac = make_stochastic_actor_q(
         observation_spec=env.observation_spec, action_spec=env.full_action_spec["action"]
     )
     moved = copy.deepcopy(ac.actor).to(to)

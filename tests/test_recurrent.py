@@ -17,12 +17,13 @@ from torchrl.collectors import Collector
 from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.modules import recurrent_mode, set_recurrent_mode
 
-from rlrun.algorithms import log_prob_error, make_algorithm
+from rlrun.algorithms import declared, shipped
 from rlrun.builders.envs import make_env
+from rlrun.builders.onpolicy import log_prob_error
 from rlrun.builders.policies import ActorCritic, RecurrentScope, make_actor_critic, recurrent_modes
-from rlrun.config import ALGO_SCHEMAS
+from rlrun.builders.training import Context
+from rlrun.checks.policies import check_policy
 from rlrun.errors import ConfigError
-from rlrun.validation import SEQUENCE_ALGORITHMS, check_policy
 
 CPU = torch.device("cpu")
 
@@ -33,6 +34,11 @@ ACTION = Categorical(2)
 def algo_cfg(**over) -> OmegaConf:
     """The shipped ``algo=ppo`` config, with overrides."""
     return OmegaConf.merge(compose("algo=ppo").algo, over)
+
+
+def build_ppo(cfg, *args):
+    """The algorithm ``cfg`` declares (``algo=ppo``), built."""
+    return declared(cfg)(cfg, Context(*args))
 
 
 def masked_cartpole(num_envs: int = 4):
@@ -151,7 +157,7 @@ def test_collected_and_recomputed_log_probs_agree(kind: str) -> None:
         assert (batch[key][is_init] == 0).all()
         later = ~is_init[:, 1:]
         assert torch.equal(batch[key][:, 1:][later], batch["next", key][:, :-1][later])
-    algo = make_algorithm(algo_cfg(minibatch_size=64, sequence_length=16), ac, batch.numel(), CPU)
+    algo = build_ppo(algo_cfg(minibatch_size=64, sequence_length=16), ac, batch.numel(), CPU)
     hook = algo.hooks[0]
     hook.process_batch(batch)  # GAE in sequence mode, slicing, then the guard
     assert hook.check["logprob_error_max"] < 1e-5
@@ -171,7 +177,7 @@ def test_collected_and_recomputed_log_probs_agree(kind: str) -> None:
 
 def test_log_prob_guard_stops_the_run() -> None:
     ac, batch = collected_batch("lstm")
-    algo = make_algorithm(algo_cfg(minibatch_size=64), ac, batch.numel(), CPU)
+    algo = build_ppo(algo_cfg(minibatch_size=64), ac, batch.numel(), CPU)
     batch["action_log_prob"] = batch["action_log_prob"] + 0.1  # a policy that does not replay
     with pytest.raises(ConfigError, match="algo.logprob_check_tol"):
         algo.hooks[0].process_batch(batch)
@@ -183,9 +189,7 @@ def test_log_prob_guard_stops_the_run() -> None:
 )
 def test_bad_sequence_length_is_a_config_error(length: int, message: str) -> None:
     ac, batch = collected_batch("lstm")
-    algo = make_algorithm(
-        algo_cfg(minibatch_size=64, sequence_length=length), ac, batch.numel(), CPU
-    )
+    algo = build_ppo(algo_cfg(minibatch_size=64, sequence_length=length), ac, batch.numel(), CPU)
     with pytest.raises(ConfigError, match=message):
         algo.hooks[0].process_batch(batch)
 
@@ -194,10 +198,10 @@ def test_loss_mode_off_is_rejected_by_ppo() -> None:
     ac = make_actor_critic(observation_spec=OBS, action_spec=ACTION, kind="lstm")
     ac.recurrent_mode = recurrent_modes({"loss": False})
     with pytest.raises(ConfigError, match="policy.recurrent_mode.loss=false"):
-        make_algorithm(algo_cfg(), ac, 1024, CPU)
+        build_ppo(algo_cfg(), ac, 1024, CPU)
 
 
-@pytest.mark.parametrize("algo", sorted(set(ALGO_SCHEMAS) - set(SEQUENCE_ALGORITHMS)) or [None])
+@pytest.mark.parametrize("algo", [n for n, a in shipped().items() if not a.sequences] or [None])
 def test_recurrent_policy_with_a_non_sequence_algorithm(algo: str | None, workdir: Path) -> None:
     if algo is None:
         pytest.skip("every algorithm here trains on sequences")

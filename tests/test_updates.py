@@ -1,5 +1,5 @@
-"""The learner's update step (rlrun/builders/updates.py): the same step as TorchRL's default, with the
-loss's priorities handed to ``post_loss`` hooks; compiled through the console script."""
+"""The learner's update step (rlrun/builders/updates.py): the same step as TorchRL's default, with
+the loss's priorities handed to ``post_loss`` hooks; compiled through the console script."""
 
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ def test_fused_sampling_only_where_a_uniform_sample_can_be_read_straight(
 
 def test_entropy_without_sync_is_analytic_where_finite() -> None:
     """What PPO's loss computes while a CUDA graph is captured (rlrun/algorithms/ppo.py)."""
-    from rlrun.algorithms.ppo import entropy_without_sync
+    from rlrun.compat.torchrl import entropy_without_sync
 
     logits = torch.tensor([[0.0, 1.0, 2.0], [0.5, 0.5, 0.5]])
     dist = torch.distributions.Categorical(logits=logits)

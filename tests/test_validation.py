@@ -18,8 +18,9 @@ from conftest import compose, run_rlrun, run_without
 from omegaconf import MISSING, OmegaConf
 
 from rlrun import config
+from rlrun.checks.envs import check_env
 from rlrun.errors import ConfigError
-from rlrun.validation import check_env, validate
+from rlrun.validation import validate
 
 CASES = {
     "negative frames": (["trainer.total_frames=-5"], "trainer.total_frames=-5 is out of range"),
@@ -50,7 +51,7 @@ CASES = {
     ),
     "bc with a collector": (
         ["+experiment=bc", "dataset=x/y-v0", "collector=sync"],
-        "algo=bc imitates its dataset and has no use for collector=sync's frames",
+        "algo=bc learns from its dataset alone and has no use for collector=sync's frames",
     ),
     "random frames offline": (
         ["+experiment=iql", "dataset=x/y-v0", "collector.init_random_frames=100"],

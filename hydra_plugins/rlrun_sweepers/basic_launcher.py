@@ -8,11 +8,13 @@ after its batch with a checkpoint and stops the sweep (``rlrun: stopped by SIGIN
 
 from __future__ import annotations
 
-from hydra._internal.core_plugins.basic_launcher import BasicLauncher as HydraBasicLauncher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 from hydra_plugins.rlrun_sweepers.job_process import OwnProcess
+from rlrun.compat.hydra import basic_launcher_class
+
+HydraBasicLauncher = basic_launcher_class()  # as Hydra's plugin scan made it
 
 
 class BasicLauncher(HydraBasicLauncher):

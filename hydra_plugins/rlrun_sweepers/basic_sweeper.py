@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper as HydraBasicSweeper
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
+
+from rlrun.compat.hydra import basic_sweeper_class, job_outcome
+
+HydraBasicSweeper = basic_sweeper_class()  # as Hydra's plugin scan made it
 
 
 class SweepFailed(CompactHydraException):
@@ -23,7 +26,7 @@ class SweepFailed(CompactHydraException):
         lines = [f"{len(failed)} of {total} sweep jobs failed:"]
         for ret in failed:
             job_dir = ret.hydra_cfg.hydra.runtime.output_dir if ret.hydra_cfg else "?"
-            error = ret._return_value
+            error = job_outcome(ret)
             lines.append(f"  {job_dir}: {type(error).__name__}: {error}")
         super().__init__("\n".join(lines))
 

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.rlrun_sweepers.basic_sweeper import raise_if_failed
 from rlrun.builders.pruning import PRUNERS, TRIAL_ENV, is_pruned, make_pruner
+from rlrun.compat.hydra import job_outcome
 from rlrun.errors import ConfigError, choose
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class OptunaSweeper(Sweeper):
         job_dir = Path(ret.hydra_cfg.hydra.runtime.output_dir)
         trial.set_user_attr("job_dir", str(job_dir))
         if ret.status == JobStatus.FAILED:
-            pruned = is_pruned(ret._return_value)
+            pruned = is_pruned(job_outcome(ret))
             study.tell(trial, state=TrialState.PRUNED if pruned else TrialState.FAIL)
             return
         value = json.loads((job_dir / "summary.json").read_text()).get(self.conf.objective)
@@ -159,7 +160,7 @@ class OptunaSweeper(Sweeper):
             returns.extend(results)
             remaining -= len(trials)
         self._write_best(study, sweep_dir)
-        raise_if_failed([r for r in returns if not is_pruned(r._return_value)])
+        raise_if_failed([r for r in returns if not is_pruned(job_outcome(r))])
         return returns
 
     def _write_best(self, study: Any, sweep_dir: Path) -> None:

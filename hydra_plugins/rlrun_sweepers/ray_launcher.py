@@ -56,7 +56,8 @@ class RayLauncher(Launcher):
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         import ray
-        from hydra_plugins.hydra_ray_launcher._launcher_util import start_ray
+
+        from rlrun.compat.hydra import start_ray
 
         assert self.config is not None and self.hydra_context is not None
         setup_globals()
@@ -98,7 +99,7 @@ class RayLauncher(Launcher):
 
 def _run_job(cwd: str, *args: Any) -> JobReturn:
     """The plugin's job (Hydra's ``run_job`` in the sweep's config) in the folder ``cwd``."""
-    from hydra_plugins.hydra_ray_launcher._launcher_util import _run_job as run_job
+    from rlrun.compat.hydra import run_ray_job as run_job
 
     before = os.getcwd()
     os.chdir(cwd)

@@ -1,10 +1,10 @@
 """``hydra/sweeper=rlrun_resume``: continue the sweep in ``hydra.sweep.dir`` (``resume=<sweep>``).
 
-``rlrun/folders/resume.py`` rewrites ``rlrun resume=<sweep folder>`` into a multirun with this sweeper; it
-is not meant to be chosen by hand. It launches, through the sweep's own launcher, only the jobs
-that did not complete, each with its own command line (a basic sweep's command line can only
-say "every combination"): its saved overrides, the new ones, ``resume=<its folder>`` when it has
-a checkpoint and ``hydra.sweep.subdir=<its number>``. It leaves ``multirun.yaml`` as the sweep
+``rlrun/folders/resume.py`` rewrites ``rlrun resume=<sweep folder>`` into a multirun with this
+sweeper; it is not meant to be chosen by hand. It launches, through the sweep's own launcher, only
+the jobs that did not complete, each with its own command line (a basic sweep's command line can
+only say "every combination"): its saved overrides, the new ones, ``resume=<its folder>`` when it
+has a checkpoint and ``hydra.sweep.subdir=<its number>``. It leaves ``multirun.yaml`` as the sweep
 wrote it, so the sweep can be resumed again. Like rlrun's basic sweeper, it runs every job and
 then lists the failed ones.
 """
@@ -16,14 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper as HydraBasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn
 
 from hydra_plugins.rlrun_sweepers.basic_sweeper import raise_if_failed
+from rlrun.compat.hydra import basic_sweeper_class
 
 log = logging.getLogger(__name__)
+HydraBasicSweeper = basic_sweeper_class()  # as Hydra's plugin scan made it
 
 
 @dataclass

@@ -27,6 +27,7 @@ from omegaconf import OmegaConf, open_dict
 
 from hydra_plugins.rlrun_sweepers.failures import ended_without_result, failed_return
 from hydra_plugins.rlrun_sweepers.job_process import PluginLauncher
+from rlrun.compat.hydra import submitit_executor
 
 log = logging.getLogger(__name__)
 PLUGIN = "hydra_plugins.hydra_submitit_launcher.submitit_launcher"
@@ -39,7 +40,7 @@ class SubmititLauncher(PluginLauncher):
         """The plugin's launch (hydra-submitit-launcher 1.2.0), all results collected."""
         config = self.plugin.config
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        log.info(f"Submitit '{self.plugin._EXECUTOR}' sweep output dir : {sweep_dir}")
+        log.info(f"Submitit '{submitit_executor(self.plugin)}' sweep output dir : {sweep_dir}")
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if "mode" in config.hydra.sweep:
             os.chmod(sweep_dir, mode=int(str(config.hydra.sweep.mode), 8))
@@ -64,7 +65,7 @@ class SubmititLauncher(PluginLauncher):
         import submitit
         from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
-        kind = self.plugin._EXECUTOR
+        kind = submitit_executor(self.plugin)
         params = dict(self.plugin.params)
         init = {"folder": params.pop("submitit_folder")}
         if "max_num_timeout" in params:

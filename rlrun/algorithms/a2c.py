@@ -3,49 +3,48 @@ GAE advantages (``algo.gae_lambda=1``: plain n-step returns, as Stable-Baselines
 
 from __future__ import annotations
 
-import torch
-from omegaconf import DictConfig
-from torchrl.objectives import A2CLoss
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.onpolicy import OnPolicyBatches, make_gae, require_critic
-from rlrun.builders.policies import ActorCritic
+from omegaconf import MISSING, DictConfig
+
+from rlrun.algorithms import Algorithm, Data
+from rlrun.config import OnPolicyConfig, RegressionLoss
+
+if TYPE_CHECKING:
+    from rlrun.builders.training import Context, Training
 
 
-def make_a2c(
-    cfg: DictConfig,
-    ac: ActorCritic,
-    frames_per_batch: int,
-    device: torch.device,
-    fresh_batches: bool,
-) -> Algorithm:
+@dataclass
+class A2CConfig(OnPolicyConfig):
+    """A2C's keys (``conf/algo/a2c.yaml``)."""
+
+    loss_critic_type: RegressionLoss = MISSING
+
+
+def build(cfg: DictConfig, ctx: Context) -> Training:
     """A2C on the actor and critic of ``ac``: the batch is the minibatch, used once. A2C has no
     importance ratio, so a stale batch (async collector) is not checked, only learned from."""
-    require_critic(ac, "a2c")
+    from torchrl.objectives import A2CLoss
+
+    from rlrun.builders.onpolicy import on_policy, require_critic
+
+    require_critic(ctx.ac, cfg.name)
     loss = A2CLoss(
-        ac.actor,
-        ac.critic,
+        ctx.ac.actor,
+        ctx.ac.critic,
         entropy_bonus=cfg.entropy_coef > 0,
         entropy_coeff=cfg.entropy_coef,
         critic_coeff=cfg.critic_coef,
         loss_critic_type=cfg.loss_critic_type,
     )
-    advantage = make_gae(cfg, ac, loss)
-    hook = OnPolicyBatches(
-        advantage,
-        loss,
-        ac,
-        minibatch_size=frames_per_batch,
-        frames_per_batch=frames_per_batch,
-        sequence_length=None,
-        logprob_check_tol=None,
-        device=device,
-        fresh_batches=fresh_batches,
-    )
-    return Algorithm(
-        loss=loss,
-        optim_steps_per_batch=1,
-        max_grad_norm=cfg.max_grad_norm,
-        hooks=[hook],
-        advantage=advantage,
-    )
+    return on_policy(cfg, loss, ctx, minibatch_size=ctx.frames_per_batch)
+
+
+ALGORITHM = Algorithm(
+    build=build,
+    networks="rlrun.builders.policies.make_actor_critic",
+    summary="Advantage actor-critic: one step on each whole fresh batch",
+    schema=A2CConfig,
+    data=Data.ON_POLICY,
+)

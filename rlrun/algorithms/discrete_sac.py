@@ -5,25 +5,38 @@ updates."""
 
 from __future__ import annotations
 
-import torch
-from omegaconf import DictConfig
-from torchrl.objectives import DiscreteSACLoss
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import off_policy, require_qvalue
-from rlrun.builders.policies import ActorCritic
+from omegaconf import MISSING, DictConfig
+
+from rlrun.algorithms import DISCRETE, Algorithm
+from rlrun.config import MaxEntropyConfig, RegressionLoss, TargetNetConfig, ranged
+
+if TYPE_CHECKING:
+    from rlrun.builders.training import Context, Training
 
 
-def make_discrete_sac(
-    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
-) -> Algorithm:
+@dataclass
+class DiscreteSACConfig(TargetNetConfig, MaxEntropyConfig):
+    """Discrete SAC's keys (``conf/algo/discrete_sac.yaml``)."""
+
+    loss_function: RegressionLoss = MISSING
+    target_entropy_weight: float = ranged(0, 1, low_open=True)
+
+
+def build(cfg: DictConfig, ctx: Context) -> Training:
     """Discrete SAC on ``ac.actor`` (samples its actions: explores by itself) and
     ``ac.qvalue`` (``action_value`` per action)."""
-    require_qvalue(ac, "discrete_sac", "make_discrete_sac_networks", "discrete_sac")
-    spec = ac.actor.spec["action"]
+    from torchrl.objectives import DiscreteSACLoss
+
+    from rlrun.builders.offpolicy import off_policy, require_qvalue
+
+    require_qvalue(ctx.ac, cfg.name)
+    spec = ctx.ac.actor.spec["action"]
     loss = DiscreteSACLoss(
-        ac.actor,
-        ac.qvalue,
+        ctx.ac.actor,
+        ctx.ac.qvalue,
         action_space=spec,
         num_actions=int(spec.space.n),
         num_qvalue_nets=cfg.num_qvalue_nets,
@@ -32,4 +45,13 @@ def make_discrete_sac(
         target_entropy_weight=cfg.target_entropy_weight,
         delay_qvalue=True,
     )
-    return off_policy(cfg, loss, frames_per_batch)
+    return off_policy(cfg, loss, ctx.frames_per_batch)
+
+
+ALGORITHM = Algorithm(
+    build=build,
+    networks="rlrun.builders.policies.make_categorical_actor_q",
+    summary="Soft actor-critic for discrete actions: categorical actor, Q(s, .) per action",
+    schema=DiscreteSACConfig,
+    actions=(DISCRETE,),
+)

@@ -3,23 +3,47 @@ annealed over frames, hard or soft target updates."""
 
 from __future__ import annotations
 
-import torch
-from omegaconf import DictConfig
-from torchrl.objectives import DQNLoss
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import epsilon_greedy, hard_or_soft, off_policy, require_qvalue
-from rlrun.builders.policies import ActorCritic
+from omegaconf import MISSING, DictConfig
+
+from rlrun.algorithms import DISCRETE, Algorithm
+from rlrun.config import EpsilonGreedyConfig, RegressionLoss
+
+if TYPE_CHECKING:
+    from rlrun.builders.training import Context, Training
 
 
-def make_dqn(
-    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
-) -> Algorithm:
+@dataclass
+class DQNConfig(EpsilonGreedyConfig):
+    """DQN's keys (``conf/algo/dqn.yaml``)."""
+
+    loss_function: RegressionLoss = MISSING
+    double_dqn: bool = MISSING
+
+
+def build(cfg: DictConfig, ctx: Context) -> Training:
     """DQN on ``ac.qvalue``; the collector acts epsilon-greedily."""
-    require_qvalue(ac, "dqn", "make_qvalue_actor", "dqn")
+    from torchrl.objectives import DQNLoss
+
+    from rlrun.builders.offpolicy import epsilon_greedy, hard_or_soft, off_policy, require_qvalue
+
+    require_qvalue(ctx.ac, cfg.name)
     loss = DQNLoss(
-        ac.qvalue, loss_function=cfg.loss_function, delay_value=True, double_dqn=cfg.double_dqn
+        ctx.ac.qvalue, loss_function=cfg.loss_function, delay_value=True, double_dqn=cfg.double_dqn
     )
-    exploration = epsilon_greedy(cfg, ac, device)
+    exploration = epsilon_greedy(cfg, ctx.ac, ctx.device)
     updater = hard_or_soft(cfg, loss)
-    return off_policy(cfg, loss, frames_per_batch, updater=updater, exploration=exploration)
+    return off_policy(cfg, loss, ctx.frames_per_batch, updater=updater, exploration=exploration)
+
+
+ALGORITHM = Algorithm(
+    build=build,
+    networks="rlrun.builders.policies.make_qvalue_actor",
+    summary="Deep Q-network (double DQN), epsilon-greedy, hard or soft target updates",
+    schema=DQNConfig,
+    actions=(DISCRETE,),
+    ray_learners=True,
+    cudagraphs=True,
+)

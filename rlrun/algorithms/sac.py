@@ -3,38 +3,48 @@ temperature (target entropy -|A|) and soft target updates."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from omegaconf import DictConfig
-from torchrl.objectives import SACLoss
+from omegaconf import MISSING, DictConfig
 
-from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import off_policy, require_qvalue
-from rlrun.builders.policies import ActorCritic
+from rlrun.algorithms import BOX, Algorithm
+from rlrun.config import MaxEntropyConfig, RegressionLoss, TargetNetConfig
+
+if TYPE_CHECKING:
+    from rlrun.builders.training import Context, Training
 
 
-def make_sac(
-    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
-) -> Algorithm:
+@dataclass
+class SACConfig(TargetNetConfig, MaxEntropyConfig):
+    """SAC's keys (``conf/algo/sac.yaml``)."""
+
+    loss_function: RegressionLoss = MISSING
+
+
+def build(cfg: DictConfig, ctx: Context) -> Training:
     """SAC on ``ac.actor`` (stochastic, explores by sampling) and ``ac.qvalue``."""
-    require_qvalue(ac, "sac", "make_sac_networks", "sac")
+    from torchrl.objectives import SACLoss
+
+    from rlrun.builders.offpolicy import max_entropy, off_policy, require_qvalue
+
+    require_qvalue(ctx.ac, cfg.name)
     loss = SACLoss(
-        ac.actor,
-        ac.qvalue,
+        ctx.ac.actor,
+        ctx.ac.qvalue,
         loss_function=cfg.loss_function,
         delay_qvalue=True,
-        **max_entropy(cfg, ac),
+        **max_entropy(cfg, ctx.ac),
     )
-    return off_policy(cfg, loss, frames_per_batch)
+    return off_policy(cfg, loss, ctx.frames_per_batch)
 
 
-def max_entropy(cfg: DictConfig, ac: ActorCritic) -> dict[str, Any]:
-    """What SAC's loss shares with its continuous kin (REDQ, TQC, CrossQ): the number of
-    critics, the initial temperature and the target entropy -|A|, from the action spec's last
-    dim only (the spec carries the env batch dims too)."""
-    return {
-        "num_qvalue_nets": cfg.num_qvalue_nets,
-        "alpha_init": cfg.alpha_init,
-        "target_entropy": -float(ac.actor.spec["action"].shape[-1]),
-    }
+ALGORITHM = Algorithm(
+    build=build,
+    networks="rlrun.builders.policies.make_stochastic_actor_q",
+    summary="Soft actor-critic: TanhNormal actor, twin Q, learned entropy temperature",
+    schema=SACConfig,
+    actions=(BOX,),
+    ray_learners=True,
+    cudagraphs=True,
+)

@@ -1,40 +1,51 @@
 """TD3+BC (``algo=td3_bc``; Fujimoto & Gu 2021): TorchRL's ``TD3BCLoss``, TD3's twin Q and
 target policy smoothing with the actor's objective -lambda Q(s, pi(s)) + (pi(s) - a)^2, lambda =
 ``algo.alpha`` / mean |Q|; actor and soft target updates every ``algo.policy_delay`` critic
-steps, as TD3's. On TD3's networks (``make_td3_networks``)."""
+steps, as TD3's. On a deterministic actor and Q(s, a)."""
 
 from __future__ import annotations
 
-import torch
-from omegaconf import DictConfig
-from torchrl.objectives import TD3BCLoss
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rlrun.algorithms.base import Algorithm
-from rlrun.algorithms.offpolicy import off_policy, require_qvalue
-from rlrun.algorithms.td3 import DelayedActor, DelayedSoftUpdate
-from rlrun.builders.policies import ActorCritic
+from omegaconf import MISSING, DictConfig
 
+from rlrun.algorithms import BOX, Algorithm, Data
+from rlrun.config import RegressionLoss, TargetNetConfig, ranged
 
-class DelayedTD3BCLoss(DelayedActor, TD3BCLoss):
-    """TorchRL's ``TD3BCLoss``, its actor delayed as the paper's (:class:`DelayedActor`)."""
+if TYPE_CHECKING:
+    from rlrun.builders.training import Context, Training
 
 
-def make_td3_bc(
-    cfg: DictConfig, ac: ActorCritic, frames_per_batch: int, device: torch.device, _fresh: bool
-) -> Algorithm:
+@dataclass
+class TD3BCConfig(TargetNetConfig):
+    """TD3+BC's keys (``conf/algo/td3_bc.yaml``)."""
+
+    alpha: float = ranged(0)
+    num_qvalue_nets: int = ranged(1)
+    policy_delay: int = ranged(1)
+    policy_noise: float = ranged(0)
+    noise_clip: float = ranged(0)
+    loss_function: RegressionLoss = MISSING
+
+
+def build(cfg: DictConfig, ctx: Context) -> Training:
     """TD3+BC on ``ac.actor`` (deterministic, bounded) and ``ac.qvalue``; the targets follow
-    the actor."""
-    require_qvalue(ac, "td3_bc", "make_td3_networks", "td3_bc")
-    loss = DelayedTD3BCLoss(
-        ac.actor,
-        ac.qvalue,
-        action_spec=ac.actor.spec["action"],
-        num_qvalue_nets=cfg.num_qvalue_nets,
-        policy_noise=cfg.policy_noise,
-        noise_clip=cfg.noise_clip,
-        alpha=cfg.alpha,
-        loss_function=cfg.loss_function,
-        policy_delay=cfg.policy_delay,
-    )
-    updater = DelayedSoftUpdate(loss, tau=cfg.tau)
-    return off_policy(cfg, loss, frames_per_batch, updater=updater)
+    the actor, which is delayed as the paper's."""
+    from torchrl.objectives import TD3BCLoss
+
+    from rlrun.builders.offpolicy import off_policy, require_qvalue, twin_delayed
+
+    require_qvalue(ctx.ac, cfg.name)
+    loss, updater = twin_delayed(TD3BCLoss, cfg, ctx.ac, alpha=cfg.alpha)
+    return off_policy(cfg, loss, ctx.frames_per_batch, updater=updater)
+
+
+ALGORITHM = Algorithm(
+    build=build,
+    networks="rlrun.builders.policies.make_deterministic_actor_q",
+    summary="TD3 with a behaviour-cloning term, from a dataset (offline)",
+    schema=TD3BCConfig,
+    actions=(BOX,),
+    data=Data.OFFLINE,
+)

@@ -18,20 +18,19 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
-from torchrl.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer, TensorDictReplayBuffer
+from torchrl.data import LazyTensorStorage, ReplayBuffer, TensorDictReplayBuffer
 from torchrl.data.replay_buffers import (
-    PrioritizedSampler,
     RandomSampler,
     Sampler,
     SamplerWithoutReplacement,
     SliceSampler,
 )
-from torchrl.data.replay_buffers.samplers import prioritized as _prioritized
 from torchrl.envs import CatFrames, Compose, Transform
 from torchrl.trainers import ReplayBufferTrainer, Trainer
 
 from rlrun.builders.devices import Placement
 from rlrun.builders.disk import allocate, payload_bytes, reserve, size_text
+from rlrun.compat.torchrl import HookedMemmapStorage, PrioritizedSamplerTorch, storage_contents
 
 TRAJ_KEY = ("collector", "traj_ids")  # written by TorchRL collectors; the slice sampler's key
 
@@ -140,7 +139,7 @@ class UniformSampler:
 
     def sample(self) -> TensorDictBase:
         index = (torch.rand(self.batch_size, device=self.device) * self.stored).long()
-        return self.storage._storage[index]
+        return storage_contents(self.storage)[index]
 
 
 def fuses_sampling(cfg: DictConfig, where: Placement) -> bool:
@@ -185,49 +184,6 @@ class ReplayBufferHook(ReplayBufferTrainer):
         return sample.to(self.device, non_blocking=True) if self.device is not None else sample
 
 
-class _FlatTree:
-    """Pure-torch stand-in for TorchRL's C++ sum/min segment trees, with the same interface.
-
-    TorchRL 0.14.1's C++ extension does not load against torch 2.13 (undefined symbol), which
-    leaves ``PrioritizedSampler`` without trees. Queries here are O(capacity) tensor ops, fast
-    enough for buffers of a few 100k transitions.
-    """
-
-    def __init__(self, capacity: int, op: str, dtype: torch.dtype, device=None) -> None:
-        self.op = op
-        fill = 0.0 if op == "sum" else float("inf")
-        self.values = torch.full((capacity,), fill, dtype=dtype, device=device)
-
-    def __getitem__(self, index) -> torch.Tensor:
-        return self.values[torch.as_tensor(index, device=self.values.device)]
-
-    def __setitem__(self, index, value) -> None:
-        index = torch.as_tensor(index, dtype=torch.long, device=self.values.device)
-        self.values[index] = torch.as_tensor(value, dtype=self.values.dtype).to(self.values)
-
-    def query(self, start, end) -> torch.Tensor:
-        values = self.values[int(start) : int(end)]
-        return values.sum() if self.op == "sum" else values.min()
-
-    def scan_lower_bound(self, mass) -> torch.Tensor:
-        """Smallest index whose inclusive prefix sum reaches ``mass``."""
-        mass = torch.as_tensor(mass, dtype=self.values.dtype, device=self.values.device)
-        return torch.searchsorted(self.values.cumsum(0), mass)
-
-
-class PrioritizedSamplerTorch(PrioritizedSampler):
-    """TorchRL's ``PrioritizedSampler`` (priority updates, IS weights, checkpoints), on
-    :class:`_FlatTree` when TorchRL's C++ segment trees are unavailable."""
-
-    def _init(self) -> None:
-        if _prioritized.SumSegmentTreeFp32 is not None:
-            return super()._init()
-        device = self._device
-        self._sum_tree = _FlatTree(self._max_capacity, "sum", self.dtype, device)
-        self._min_tree = _FlatTree(self._max_capacity, "min", self.dtype, device)
-        self._max_priority = None
-
-
 def _sampler(cfg: DictConfig) -> Sampler:
     name = cfg.sampler
     if name == "prioritized":
@@ -239,14 +195,16 @@ def _sampler(cfg: DictConfig) -> Sampler:
     return RandomSampler()
 
 
-class ReservedMemmapStorage(LazyMemmapStorage):
+class ReservedMemmapStorage(HookedMemmapStorage):
     """TorchRL's memmapped storage, its files' blocks allocated when they are created: a full
-    disk is then one clean error at the first batch, not a SIGBUS later (``rlrun/builders/disk.py``)."""
+    disk is then one clean error at the first batch, not a SIGBUS later
+    (``rlrun/builders/disk.py``)."""
 
-    def _init_standard(self, data: TensorDictBase | torch.Tensor) -> None:
+    def before_files(self, data: TensorDictBase | torch.Tensor) -> None:
         need = payload_bytes(data, rows=self.max_size)
         reserve(Path(self.scratch_dir), need, f"the memmapped replay buffer ({size_text(need)})")
-        super()._init_standard(data)
+
+    def after_files(self) -> None:
         allocate(p for p in Path(self.scratch_dir).rglob("*") if p.is_file())
 
 

@@ -18,8 +18,8 @@ checks them before anything is loaded and resumes from the newest intact checkpo
 about each damaged newer one; a checkpoint without checksums (an older rlrun's) counts as damaged.
 
 Before a save, the free space is checked against the size of what it writes
-(``rlrun/builders/disk.py``): on a full file system the save is refused in one line, where TorchRL's sparse
-memmapped files would end the process with SIGBUS.
+(``rlrun/builders/disk.py``): on a full file system the save is refused in one line, where
+TorchRL's sparse memmapped files would end the process with SIGBUS.
 
 Loading never runs pickled code: payloads go through ``torch.load(weights_only=True)``, which
 refuses anything but tensors and plain containers; rlrun turns that refusal into a ConfigError.
@@ -44,6 +44,7 @@ from torchrl.checkpoint import Checkpoint, CheckpointError, CheckpointRotation, 
 from torchrl.trainers import Trainer
 
 from rlrun.builders.disk import checkpoint_bytes, free_bytes, reserve, size_text, written
+from rlrun.compat.torchrl import last_save, set_last_save, trainer_checkpoint
 from rlrun.config import redact_secrets
 from rlrun.errors import ConfigError, RunError
 from rlrun.folders.checkpoint_files import (
@@ -117,7 +118,7 @@ class VerifiedCheckpoint(Checkpoint):
     def save(self, path: str | Path, **kwargs: Any) -> Path:
         if (kwargs.get("format") or self.format) != "directory":
             raise ValueError("rlrun writes directory checkpoints only (checksums per file).")
-        destination = self._local_path(path)
+        destination = Path(path).expanduser().absolute()  # as TorchRL's own save resolves it
         need = checkpoint_bytes(self.components.values())
         reserve(destination.parent, need, f"checkpoint {destination.name} ({size_text(need)})")
         with staged(destination) as stage:
@@ -148,8 +149,7 @@ def trainer_checkpoint_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
 def checkpoint_components(trainer: Trainer) -> dict[str, Any]:
     """Everything a checkpoint restores, by name: the Trainer's own set plus the RNG state."""
-    checkpoint = trainer.checkpoint or trainer._sync_checkpoint_components(Checkpoint())
-    components = dict(checkpoint.components)
+    components = dict(trainer_checkpoint(trainer).components)
     components.setdefault("rng", RNGState())
     return components
 
@@ -195,8 +195,8 @@ class SnapshotSaver:
 
     def maybe_save(self) -> None:
         frames = self.trainer.collected_frames
-        if frames - max(self.last_saved, self.trainer._last_save) >= self.every:
-            self.trainer._last_save = frames
+        if frames - max(self.last_saved, last_save(self.trainer)) >= self.every:
+            set_last_save(self.trainer, frames)
             self.save()
 
     def save_final(self) -> None:

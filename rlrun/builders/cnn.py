@@ -1,9 +1,9 @@
 """Convolutional policies for stacked frames (``policy=cnn``): the Nature-DQN torso.
 
-Observations arrive as ``uint8`` frames ``[*batch, C, H, W]`` (``rlrun/builders/atari.py``) and stay so
-through the collector and the buffers; the torso scales them to floats in [0, 1] as its first
-step, on whatever device it lives on: the learner's, 4x less memory and host-to-device traffic
-than float frames.
+Observations arrive as ``uint8`` frames ``[*batch, C, H, W]`` (``rlrun/builders/atari.py``) and stay
+so through the collector and the buffers; the torso scales them to floats in [0, 1] as its first
+step, on whatever device it lives on: the learner's, 4x less memory and host-to-device traffic than
+float frames.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def make_cnn_qvalue_actor(
     ``QValueActor`` (``algo=dqn`` adds the exploration)."""
     if action_spec.domain != "discrete":
         raise ConfigError(
-            "policy._target_=rlrun.builders.cnn.make_cnn_qvalue_actor needs a discrete action space."
+            f"policy._target_={__name__}.make_cnn_qvalue_actor needs a discrete action space."
         )
     n_actions = int(action_spec.space.n)
     torso = NatureCNN(_frames_shape(observation_spec), hidden_sizes, activation)

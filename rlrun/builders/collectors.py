@@ -2,8 +2,8 @@
 
 ``sync`` runs TorchRL's ``Collector`` in this process; ``multi_sync`` and ``async`` run
 ``MultiSyncCollector`` / ``MultiAsyncCollector`` over ``num_workers`` spawned processes; ``ray``
-runs TorchRL's ``RayCollector`` over ``num_workers`` Ray actors (``rlrun/builders/ray_runtime.py`` starts
-or joins Ray), each a one-process ``Collector`` with its own envs.
+runs TorchRL's ``RayCollector`` over ``num_workers`` Ray actors (``rlrun/builders/ray_runtime.py``
+starts or joins Ray), each a one-process ``Collector`` with its own envs.
 
 ``policy_copy`` says whether the collector may copy the policy (``rlrun/builders/copying.py``):
 ``auto`` copies only where a device move needs it and otherwise (or when the policy cannot be
@@ -29,7 +29,6 @@ from omegaconf import DictConfig
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torchrl.collectors import BaseCollector, Collector, MultiAsyncCollector, MultiSyncCollector
-from torchrl.collectors.utils import _TrajectoryPool
 from torchrl.data import Composite, TensorSpec
 from torchrl.envs import EnvBase, Transform
 from torchrl.trainers import Trainer, UpdateWeights
@@ -43,6 +42,7 @@ from rlrun.builders.copying import COPYABLE_ATTR, copy_problem, declared_not_cop
 from rlrun.builders.devices import CPU, Placement, ray_worker_gpus
 from rlrun.builders.envs import make_env
 from rlrun.builders.policies import build_policy
+from rlrun.compat.torchrl import StridedTrajectoryPool, learner_actors
 from rlrun.errors import ConfigError, RunError
 
 KINDS = {"sync": Collector, "multi_sync": MultiSyncCollector, "async": MultiAsyncCollector}
@@ -288,8 +288,8 @@ class RayWorkerCollector(Collector):
     def __init__(self, *args, traj_id_stride: int = 1, seed: int = 0, **kwargs) -> None:
         worker = kwargs.get("worker_idx") or 0
         torch.manual_seed(seed + 1000 * (worker + 1))  # its actions sampled reproducibly
-        self._traj_pool_val = _StridedTrajectoryPool(traj_id_stride, worker)
-        super().__init__(*args, **kwargs)
+        pool = StridedTrajectoryPool(traj_id_stride, worker)
+        super().__init__(*args, traj_pool=pool, **kwargs)
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed the envs, then reset them: Ray builds (and resets) a worker's envs before
@@ -310,15 +310,6 @@ class RayWorkerCollector(Collector):
         return f"collector worker {self.worker_idx}"
 
 
-class _StridedTrajectoryPool(_TrajectoryPool):
-    def __init__(self, stride: int, offset: int) -> None:
-        super().__init__()
-        self.stride, self.offset = stride, offset
-
-    def get_traj_and_increment(self, n: int = 1, device=None) -> torch.Tensor:
-        return super().get_traj_and_increment(n, device) * self.stride + self.offset
-
-
 class UnackedRayWeightSync(RayWeightSyncScheme):
     """TorchRL's Ray weight sync, returning once the weights are on their way rather than once
     every worker has applied them; the acknowledgements are awaited at the next send. A Ray actor
@@ -331,11 +322,26 @@ class UnackedRayWeightSync(RayWeightSyncScheme):
 
     def send(self, weights=None, worker_ids: int | list[int] | None = None) -> None:
         self.await_acks()  # at most one send in flight per worker: gloo matches them in order
-        prepared = self.prepare_weights(weights, self._model_id, self._strategy, self.context)
+        prepared = self.prepare_weights(weights, self.model_id, self.strategy, self.context)
         prepared = prepared.clone()  # gloo reads them after this returns; training changes them
-        self._unacked = tuple(self._iterate_transports(worker_ids))
+        self._unacked = tuple(self.transports(worker_ids))
         for transport in self._unacked:
             transport.send_weights_async(prepared)
+
+    def transports(self, worker_ids: int | list[int] | None) -> list:
+        """The transports to ``worker_ids`` (all workers: None), as TorchRL's ``send`` picks
+        them, from the scheme's public ``sender_transports`` and ``receiver_transport``."""
+        senders = self.sender_transports
+        if worker_ids is None:
+            if not senders:
+                receiver = self.receiver_transport
+                return [] if receiver is None else [receiver]
+            return [senders[k] for k in sorted(senders)]
+        ids = [worker_ids] if isinstance(worker_ids, int) else worker_ids
+        missing = [i for i in ids if i not in senders]
+        if missing:
+            raise ValueError(f"Worker {missing[0]} not registered")
+        return [senders[i] for i in ids]
 
     def await_acks(self) -> None:
         """Wait until the workers applied the last weights sent."""
@@ -450,7 +456,7 @@ def _dead_ray_actor(trainer: Trainer) -> Exception | None:
     import ray
 
     workers = getattr(trainer.collector, "remote_collectors", None) or []
-    learners = getattr(trainer._execution_backend, "_actors", None) or []  # private, 0.14.1
+    learners = learner_actors(trainer)
     for actor in [*workers, *learners]:
         try:
             ray.get(actor.__ray_ready__.remote(), timeout=30)

@@ -174,14 +174,9 @@ def _minari_transitions(dataset_id: str) -> TensorDictBase:
 
 def _run_transitions(run_dir: Path, scratch: Path) -> TensorDictBase:
     """The transitions of a run's replay buffer as its newest checkpoint saved it (the buffer
-    rebuilt from the run's config on the CPU, its storage in ``scratch``)."""
+    rebuilt from the run's config on the CPU, its storage in ``scratch``). That the run kept
+    one was checked before the run started (``rlrun/checks/offline.py``)."""
     saved = OmegaConf.load(run_dir / RUN_CONFIG)
-    if saved.algo.name in ("ppo", "a2c") or saved.collector.kind == "none":
-        raise ConfigError(
-            f"dataset={run_dir}: that run (algo={saved.algo.name}, collector="
-            f"{saved.collector.kind}) keeps no replay buffer; give an off-policy online run, or "
-            "record its policy: rlrun record RUN episodes=N."
-        )
     checkpoint = find_checkpoint(run_dir, "torch", key="dataset")
     if checkpoint is None:
         raise ConfigError(f"dataset={run_dir}: the run has no checkpoint holding its buffer.")

@@ -14,8 +14,8 @@ from rlrun.errors import ConfigError
 
 def import_env_modules(modules: Sequence[str]) -> None:
     """``env.imports``: your modules that register gymnasium ids when imported (as
-    rl-baselines3-zoo's ``--gym-packages``), imported before an id is looked up: in this check,
-    and by ``rlrun/builders/envs.py`` in every process that makes envs (collector and env workers)."""
+    rl-baselines3-zoo's ``--gym-packages``), imported before an id is looked up: in this check, and
+    by ``rlrun/builders/envs.py`` in every process that makes envs (collector and env workers)."""
     for name in modules:
         try:
             importlib.import_module(name)

@@ -48,11 +48,17 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, MultiThreadedEnv
 
+from rlrun.compat.torchrl import envpool_gym_specs
 from rlrun.errors import ConfigError
 
 
 class _EnvPoolEnv(MultiThreadedEnv):
-    """TorchRL's ``MultiThreadedEnv`` with what 0.14.1 gets wrong for envpool 1.2.5 fixed."""
+    """TorchRL's ``MultiThreadedEnv`` with what 0.14.1 gets wrong for envpool 1.2.5 fixed.
+
+    ``_build_env``, ``_make_specs``, ``_reset``, ``_step``, ``_set_seed`` and ``self._env`` are
+    what TorchRL documents for an env wrapper to define and use (``EnvBase``'s and
+    ``_EnvWrapper``'s abstract methods, the wrapped env), not private members; the private ones
+    it needs are in ``rlrun/compat/torchrl.py``."""
 
     def __init__(self, num_workers: int, env_name: str, *, atari: bool, **kwargs: Any) -> None:
         self._atari = atari  # read by _make_specs, which the constructor calls
@@ -73,8 +79,7 @@ class _EnvPoolEnv(MultiThreadedEnv):
 
         n = self.num_workers
         with set_gym_backend("gymnasium"):
-            action_spec = self._get_action_spec()
-            observation_spec = self._get_observation_spec()
+            action_spec, observation_spec = envpool_gym_specs(self)
         if action_spec.dtype == torch.float64:  # envpool casts actions to its float64 itself
             action_spec = action_spec.to(torch.float32)
         self.action_spec = action_spec
@@ -103,8 +108,10 @@ class _EnvPoolEnv(MultiThreadedEnv):
         return out
 
     # Stock step output needs treevalue; this adds lives and the [N, 1] shapes.
-    def _transform_step_output(self, envpool_output: tuple) -> TensorDictBase:
-        obs, reward, terminated, truncated, info = envpool_output
+    @torch.no_grad()
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = tensordict.get(self.action_key).cpu()  # envpool takes numpy actions
+        obs, reward, terminated, truncated, info = self._env.step(action.numpy())
         n = self.num_workers
         self.obs = TensorDict(self._read(obs, info), batch_size=self.batch_size)
         out = self.obs.clone(False)

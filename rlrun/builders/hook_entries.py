@@ -30,7 +30,8 @@ HOOK_POINTS = (
     "shutdown",
 )
 
-# the built-in hooks by name; rlrun/builders/hooks.py BUILTIN_HOOKS builds each (and checks this list)
+# the built-in hooks by name; rlrun/builders/hooks.py BUILTIN_HOOKS builds each (and checks this
+# list)
 BUILTIN_NAMES = (
     "log_scalar",
     "count_frames_log",

@@ -38,6 +38,7 @@ from torchrl.trainers import (
 import rlrun
 from rlrun.builders.devices import Placement
 from rlrun.builders.hook_entries import BUILTIN_NAMES, HOOK_POINTS, HookEntry
+from rlrun.compat.torchrl import progress_bar
 from rlrun.errors import ConfigError, choose
 
 
@@ -290,10 +291,20 @@ def register_config_hooks(entries: list[HookEntry], ctx: HookContext) -> None:
                 )
             hook.register(trainer, entry.name)
             continue
-        if Trainer._is_checkpointable(hook):
+        if has_state(hook):
             trainer.register_module(entry.name, hook)
         for point in entry.points:
             trainer.register_op(point, hook)
+
+
+def has_state(hook: Any) -> bool:
+    """Whether a checkpoint can save ``hook``: it has ``state_dict`` and ``load_state_dict``
+    (or ``dump`` and ``load``), what TorchRL's ``Checkpoint`` calls."""
+
+    def has(*names: str) -> bool:
+        return all(callable(getattr(hook, name, None)) for name in names)
+
+    return has("state_dict", "load_state_dict") or has("dump", "load")
 
 
 def continue_progress_bar(trainer: Trainer) -> None:
@@ -302,6 +313,6 @@ def continue_progress_bar(trainer: Trainer) -> None:
 
     def advance() -> None:
         if trainer.progress_bar and trainer.collected_frames:
-            trainer._pbar.update(trainer.collected_frames)
+            progress_bar(trainer).update(trainer.collected_frames)
 
     trainer.register_op("setup", advance)

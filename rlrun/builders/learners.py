@@ -26,17 +26,101 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 from torchrl.collectors import BaseCollector
 from torchrl.trainers import Trainer, TrainerHookBase
 
-from rlrun.builders.devices import ray_gpus
+from rlrun.builders.devices import Placement, ray_gpus
+from rlrun.builders.hooks import LossLog
 from rlrun.builders.ray_runtime import LEARNER_CPUS
+from rlrun.builders.training import Training
+from rlrun.builders.updates import NonFiniteLoss, UpdateStep
+from rlrun.compat.torchrl import (
+    learner_actors,
+    learner_backend,
+    optim_count,
+    publish_with_module,
+    receive_no_learner_weights,
+    receives_no_learner_weights,
+)
 
 
 def remote_learners(cfg: DictConfig) -> bool:
     """Whether the run optimises on Ray learner actors (``trainer.learner_backend=ray``)."""
     return cfg.trainer.learner_backend == "ray"
+
+
+@dataclasses.dataclass
+class Learner:
+    """Where a run optimises, built once from the recipe's answer (:func:`make_learner`): in
+    this process, rlrun's update step (``rlrun/builders/updates.py``) as the Trainer's
+    ``optimization_stepper``; or on Ray learners, TorchRL's own Trainer backend, which the
+    driver follows through :class:`RemoteLearners`."""
+
+    remote: bool
+    trainer_kwargs: dict[str, Any]  # what the Trainer is built with for it
+
+    def prepare(self, collector: BaseCollector) -> None:
+        """Before the Trainer exists: a collector of this host feeds Ray learners through the
+        driver (:func:`receive_weights_here`)."""
+        if self.remote:
+            receive_weights_here(collector)
+
+    def hooks(
+        self,
+        trainer: Trainer,
+        actor: torch.nn.Module,
+        training: Training,
+        replay_hooks: list[TrainerHookBase],
+        stats: TrainerHookBase,
+    ) -> list[TrainerHookBase]:
+        """The hooks that act on each batch, in the order they act: the replay's, the
+        algorithm's collection and batch hooks, episode statistics and loss logging; with Ray
+        learners, which sample, update their targets and log their losses themselves, the
+        driver's side of them, collection hooks and statistics."""
+        if self.remote:
+            return [RemoteLearners(trainer, actor, training.exploration), *training.collect_hooks,
+                    stats]  # fmt: skip
+        return [*replay_hooks, *training.collect_hooks, *training.hooks, stats, LossLog()]
+
+    def sends_weights(self, collector_kind: str) -> bool:
+        """Whether the learners send trained weights to the collector themselves: rank 0 to
+        ``collector=ray``'s workers."""
+        return self.remote and collector_kind == "ray"
+
+
+def make_learner(
+    cfg: DictConfig,
+    remote: bool,
+    training: Training,
+    optimizer: torch.optim.Optimizer,
+    sampler: Any,
+    where: Placement,
+) -> Learner:
+    """The learner ``remote`` asks for: Ray learners (TorchRL's step, the loss through DDP on
+    each), or rlrun's update step on ``where.learner``, compiled or captured as ``algo.compile``
+    and ``algo.cudagraphs`` say, sampling the storage itself through ``sampler`` if given."""
+    if remote:
+        return Learner(
+            True,
+            {
+                "learner_backend": "ray",
+                "learner_backend_options": learner_options(cfg, where.learner),
+                "batch_size": cfg.replay_buffer.batch_size,  # global: split over the learners
+                "clip_norm": training.max_grad_norm,
+            },
+        )
+    update = UpdateStep(
+        training.loss,
+        optimizer,
+        training.max_grad_norm,
+        where.learner,
+        compile=cfg.algo.get("compile", False),
+        cudagraphs=cfg.algo.get("cudagraphs", False),
+        sampler=sampler,
+        target_updater=training.target_updater,
+    )
+    return Learner(False, {"optimization_stepper": update})
 
 
 def make_remote_replay_buffer(cfg: DictConfig, num_learners: int):
@@ -63,16 +147,11 @@ def learner_options(cfg: DictConfig, device: torch.device) -> dict[str, Any]:
     }
 
 
-def _no_receiver(new_generation: bool = False) -> None:
-    return None
-
-
 def receive_weights_here(collector: BaseCollector) -> None:
     """Let a collector of this host feed Ray learners: TorchRL asks the collector for its
     weight receivers (only ``RayCollector`` has them); this one gets none, so the learners send
     nothing and :class:`RemoteLearners` copies rank 0's weights into the driver's actor."""
-    if not hasattr(collector, "_learner_weight_sync"):
-        collector._learner_weight_sync = _no_receiver
+    receive_no_learner_weights(collector)
 
 
 class RemoteLearners(TrainerHookBase):
@@ -87,20 +166,18 @@ class RemoteLearners(TrainerHookBase):
     ) -> None:
         self.trainer = trainer
         self.actor = actor
-        self.backend = trainer._execution_backend  # private in TorchRL 0.14.1
+        self.backend = learner_backend(trainer)
         self.pending: dict[str, float] | None = None
         self.pulled_version = -1
-        self._step = self.backend.step
+        self.backend_step = self.backend.step
         self.backend.step = self.step  # metrics kept here, not logged under TorchRL's names
-        if trainer.collector._learner_weight_sync is _no_receiver:  # see receive_weights_here
+        if receives_no_learner_weights(trainer.collector):  # see receive_weights_here
             self.backend.publish_weights = self.publish_here
         elif exploration is not None:
             # Ray workers act through Sequential(actor, exploration): rank 0 sends its actor
             # with the driver's exploration module (annealed here), as TorchRL's DQN and TD3
             # trainers do
-            trainer._execution_weight_publication = functools.partial(
-                trainer._compose_execution_weight_publication, exploration
-            )
+            publish_with_module(trainer, exploration)
 
     def publish_here(self, *, expected_version: int, **_: Any) -> int:
         """TorchRL's publication after each update, for a collector of this host: rank 0's
@@ -110,7 +187,7 @@ class RemoteLearners(TrainerHookBase):
         return expected_version
 
     def step(self, num_steps: int):
-        receipt = self._step(num_steps)
+        receipt = self.backend_step(num_steps)
         metrics = {
             key: float(value)
             for key, value in receipt.metrics.flatten_keys(".").items()
@@ -118,8 +195,6 @@ class RemoteLearners(TrainerHookBase):
         }
         bad = [k for k, v in metrics.items() if k.startswith("loss") and not math.isfinite(v)]
         if bad:
-            from rlrun.builders.updates import NonFiniteLoss
-
             raise NonFiniteLoss(
                 f"{', '.join(bad)} became NaN or inf on the Ray learners in the batch ending at "
                 f"frame {self.trainer.collected_frames}; the run stopped before sending or "
@@ -130,17 +205,22 @@ class RemoteLearners(TrainerHookBase):
         return dataclasses.replace(receipt, metrics=TensorDict())
 
     def __call__(self) -> None:
-        if self.pending is not None:
-            out = {f"train/{key}": value for key, value in self.pending.items()}
-            out["train/optim_steps"] = self.trainer._optim_count
-            self.trainer._log(**out)
-            self.pending = None
         self.pull_weights()
+
+    def log(self, batch: TensorDictBase) -> dict[str, float] | None:
+        """The last update's loss terms and the optimisation steps so far, for the Trainer to
+        log (a ``post_steps_log`` hook)."""
+        if self.pending is None:
+            return None
+        out = {f"train/{key}": value for key, value in self.pending.items()}
+        out["train/optim_steps"] = optim_count(self.trainer)
+        self.pending = None
+        return out
 
     def pull_weights(self) -> None:
         """Rank 0's policy weights into the driver's actor (once per model version)."""
         backend = self.backend
-        if not backend._actors or backend.model_version == self.pulled_version:
+        if not learner_actors(self.trainer) or backend.model_version == self.pulled_version:
             return
         weights = backend.get_weights("policy")
         TensorDict.from_module(self.actor).data.update_(weights)
@@ -153,7 +233,8 @@ class RemoteLearners(TrainerHookBase):
         pass
 
     def register(self, trainer: Trainer, name: str = "remote_learners") -> None:
-        trainer.register_op("post_steps", self)  # before evaluation (post_steps_log)
+        trainer.register_op("post_steps", self)
+        trainer.register_op("post_steps_log", self.log)  # before evaluation's (registered later)
         if trainer.checkpoint is not None and "policy" not in trainer.checkpoint:
             # the driver's actor, current after each update: what rlrun eval/export load
             trainer.checkpoint.register("policy", self.actor)

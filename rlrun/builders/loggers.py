@@ -1,9 +1,10 @@
 """TorchRL loggers from the ``logger`` config group, several at once behind one fan-out logger.
 
 Each backend writes under the run folder (``csv/``, ``tensorboard/``, ``wandb/``, ``mlflow/``:
-``rlrun/builders/mlflow_logger.py``), every metric against collected frames, and the composed config is
-logged as hyperparameters. A W&B or MLflow server out of reach at start is found within seconds
-(``rlrun/builders/tracking.py``): the run then logs locally and says so, or stops (``logger.strict``).
+``rlrun/builders/mlflow_logger.py``), every metric against collected frames, and the composed
+config is logged as hyperparameters. A W&B or MLflow server out of reach at start is found within
+seconds (``rlrun/builders/tracking.py``): the run then logs locally and says so, or stops
+(``logger.strict``).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class MultiLogger(Logger):
         self.log_dir = self.loggers[0].log_dir if self.loggers else ""
         self.experiment = None
 
-    def _create_experiment(self) -> None:
+    def _create_experiment(self) -> None:  # Logger's abstract method: every logger defines it
         return None
 
     def log_scalar(self, name: str, value: float, step: int | None = None) -> None:

@@ -197,7 +197,7 @@ class MLflowRunLogger(MLFlowLogger):
 
     def _create_experiment(self) -> Run:
         """Start this run folder's MLflow run, or continue it on a resume."""
-        experiment = self._mlflow_kwargs["name"]
+        experiment = self.exp_name  # TorchRL's Logger sets it before _create_experiment
         return open_run(self.client, experiment, self.artifacts, self.id_file, self.run_name)
 
     def log_scalar(self, name: str, value: float, step: int | None = None) -> None:
@@ -247,7 +247,7 @@ class MLflowRunLogger(MLFlowLogger):
         same name (continued on a resume), tagged ``rlrun.server`` with that store."""
         uri, artifacts = local_store(self.folder)
         client = client_for(uri)
-        experiment = self._mlflow_kwargs["name"]
+        experiment = self.exp_name
         run_id = open_run(
             client, experiment, artifacts, self.folder / LOCAL_RUN_ID, self.run_name
         ).info.run_id

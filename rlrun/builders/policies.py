@@ -1,4 +1,5 @@
-"""Actor and critic from the ``policy`` config group: MLP, LSTM or GRU (CNN: ``rlrun/builders/cnn.py``).
+"""Actor and critic from the ``policy`` config group: MLP, LSTM or GRU (CNN:
+``rlrun/builders/cnn.py``).
 
 ``make_actor_critic`` is the default ``policy._target_``. A user's own factory receives the same
 keyword arguments (``observation_spec``, ``action_spec``, ``device`` and every key of its YAML
@@ -29,8 +30,6 @@ from torchrl.envs import InitTracker, Transform
 from torchrl.modules import (
     MLP,
     BatchRenorm1d,
-    DistributionalQValueActor,
-    DistributionalQValueModule,
     GRUModule,
     LSTMModule,
     OneHotCategorical,
@@ -116,7 +115,7 @@ class ActorCritic:
         return [InitTracker(), *primers]
 
 
-def _mlp(in_features: int | None, out: int, sizes: Sequence[int], act: str) -> MLP:
+def mlp(in_features: int | None, out: int, sizes: Sequence[int], act: str) -> MLP:
     return MLP(
         in_features=in_features,
         out_features=out,
@@ -229,7 +228,7 @@ def make_actor_critic(
             core = _recurrent_core(kind, obs_dim, hidden_size, num_layers, prefix)
             primers.append(core.make_tensordict_primer())
             in_features, in_key, mods = hidden_size, f"{prefix}_embed", [core]
-        net = _mlp(in_features, out, hidden_sizes, activation)
+        net = mlp(in_features, out, hidden_sizes, activation)
         if net_out is not None:
             net = nn.Sequential(net, net_out)
         head = TensorDictModule(net, [in_key], out_keys)
@@ -251,7 +250,7 @@ def make_actor_critic(
     critic = None
     if with_critic:
         if kind != "mlp" and not recurrent_critic:  # feed-forward critic beside an RNN actor
-            net = _mlp(obs_dim, 1, [64, 64], activation)
+            net = mlp(obs_dim, 1, [64, 64], activation)
             critic = TensorDictModule(net, ["observation"], ["state_value"])
         else:
             critic = trunk("critic", None, 1, ["state_value"])
@@ -276,7 +275,7 @@ def build_policy(
     if not isinstance(ac, ActorCritic):
         raise ConfigError(
             f"policy._target_={cfg._target_} returned {type(ac).__name__}; a policy factory must "
-            "return rlrun.builders.policies.ActorCritic (see docs/guides/collectors.md, 'Your own policy')."
+            f"return {__name__}.ActorCritic (see docs/guides/collectors.md, 'Your own policy')."
         )
     ac.recurrent_mode = modes
     return ac
@@ -297,23 +296,18 @@ def make_qvalue_actor(
     activation: str = "relu",
     **_: object,
 ) -> ActorCritic:
-    """DQN's network: an MLP of action values behind TorchRL's greedy ``QValueActor``.
+    """An MLP of action values behind TorchRL's greedy ``QValueActor``.
 
     Returned as ``ActorCritic(actor=q_actor, qvalue=q_actor)``: the actor acts greedily, the
-    loss trains the same module's values. Exploration is added by ``algo=dqn``.
+    loss trains the same module's values. Exploration is the algorithm's.
     """
-    if action_spec.domain != "discrete":
-        raise ConfigError(
-            "policy._target_=rlrun.builders.policies.make_qvalue_actor needs a discrete action space; "
-            "for continuous actions use +experiment=sac."
-        )
-    n_actions = action_spec.shape[-1] if isinstance(action_spec, OneHot) else action_spec.space.n
-    net = _mlp(observation_spec["observation"].shape[-1], int(n_actions), hidden_sizes, activation)
+    n_actions = discrete_actions(action_spec, f"{__name__}.make_qvalue_actor")
+    net = mlp(observation_spec["observation"].shape[-1], int(n_actions), hidden_sizes, activation)
     actor = QValueActor(net, in_keys=["observation"], spec=action_spec).to(device)
     return ActorCritic(actor=actor, qvalue=actor)
 
 
-def make_sac_networks(
+def make_stochastic_actor_q(
     *,
     observation_spec: Composite,
     action_spec: TensorSpec,
@@ -323,59 +317,12 @@ def make_sac_networks(
     state_dependent_std: bool = True,
     **_: object,
 ) -> ActorCritic:
-    """SAC's networks: a TanhNormal actor scaled to the action bounds and one Q(s, a) network
-    (``algo=sac`` makes the twin copies; ``algo=redq`` its ensemble)."""
-    actor = _tanh_normal_actor(
-        observation_spec, action_spec, hidden_sizes, activation, "sac", state_dependent_std
+    """A TanhNormal actor scaled to the action bounds and one Q(s, a) network (the losses of the
+    soft actor-critic family make the copies they need)."""
+    actor = tanh_normal_actor(
+        observation_spec, action_spec, hidden_sizes, activation, state_dependent_std
     )
-    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation)
-    return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
-
-
-def make_tqc_networks(
-    *,
-    observation_spec: Composite,
-    action_spec: TensorSpec,
-    device: str | torch.device = "cpu",
-    hidden_sizes: Sequence[int] = (256, 256),
-    activation: str = "relu",
-    state_dependent_std: bool = True,
-    n_quantiles: int = 25,
-    **_: object,
-) -> ActorCritic:
-    """TQC's networks (``policy=tqc``): SAC's actor and a critic that predicts ``n_quantiles``
-    quantiles of Q(s, a) (``algo=tqc`` makes the copies)."""
-    actor = _tanh_normal_actor(
-        observation_spec, action_spec, hidden_sizes, activation, "tqc", state_dependent_std
-    )
-    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation, n_quantiles)
-    return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
-
-
-def make_crossq_networks(
-    *,
-    observation_spec: Composite,
-    action_spec: TensorSpec,
-    device: str | torch.device = "cpu",
-    hidden_sizes: Sequence[int] = (256, 256),
-    activation: str = "relu",
-    state_dependent_std: bool = True,
-    critic_hidden_sizes: Sequence[int] = (2048, 2048),
-    batch_norm_momentum: float = 0.01,
-    batch_norm_warmup_steps: int = 100000,
-    **_: object,
-) -> ActorCritic:
-    """CrossQ's networks (``policy=crossq``): SAC's actor and a wide critic with batch
-    renormalisation after each hidden layer (TorchRL's ``BatchRenorm1d``). The actor has none:
-    the collector runs it on one step per env, where batch statistics mean nothing."""
-    actor = _tanh_normal_actor(
-        observation_spec, action_spec, hidden_sizes, activation, "crossq", state_dependent_std
-    )
-    renorm = {"momentum": batch_norm_momentum, "warmup_steps": batch_norm_warmup_steps}
-    norm = [{"num_features": n, **renorm} for n in critic_hidden_sizes]
-    qvalue = _qvalue(
-        observation_spec, action_spec, critic_hidden_sizes, activation, norm_kwargs=norm
-    )
+    qvalue = qvalue_network(observation_spec, action_spec, hidden_sizes, activation)
     return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
 
 
@@ -389,24 +336,23 @@ def _normal_head(n_out: int, state_dependent_std: bool) -> tuple[int, nn.Module]
     return n_out, AddStateIndependentNormalScale(n_out, scale_mapping="exp", init_value=0.0)
 
 
-def _tanh_normal_actor(
+def tanh_normal_actor(
     observation_spec: Composite,
     action_spec: TensorSpec,
     sizes: Sequence[int],
     act: str,
-    algo: str,
     state_dependent_std: bool,
 ) -> BoundedActor:
-    """The TanhNormal actor of SAC and its kin, scaled to the action bounds."""
+    """A TanhNormal actor (stochastic, continuous actions), scaled to the action bounds."""
     dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
     if not issubclass(dist_cls, TanhNormal):
         raise ConfigError(
-            f"the policy of algo={algo} needs a continuous action space; for discrete "
-            "actions use +experiment=discrete_sac or +experiment=dqn."
+            "a TanhNormal actor needs a continuous action space; this env's actions are "
+            "discrete: choose an algorithm for discrete actions (rlrun --help lists them)."
         )
     obs_dim = observation_spec["observation"].shape[-1]
     n_out, head = _normal_head(n_out, state_dependent_std)
-    body = nn.Sequential(_mlp(obs_dim, n_out, sizes, act), head)
+    body = nn.Sequential(mlp(obs_dim, n_out, sizes, act), head)
     return BoundedActor(
         TensorDictModule(body, ["observation"], ["loc", "scale"]),
         in_keys=["loc", "scale"],
@@ -417,7 +363,7 @@ def _tanh_normal_actor(
     )
 
 
-def _qvalue(
+def qvalue_network(
     observation_spec: Composite,
     action_spec: TensorSpec,
     sizes: Sequence[int],
@@ -425,8 +371,8 @@ def _qvalue(
     out: int = 1,
     norm_kwargs: list[dict] | None = None,
 ) -> TensorDictModule:
-    """Q(s, a) of SAC and its kin, DDPG and TD3 (their losses make the copies): ``out`` values
-    (TQC: quantiles), batch renormalisation after each hidden layer given ``norm_kwargs``."""
+    """Q(s, a) (the losses make the copies they need): ``out`` values (e.g. quantiles), batch
+    renormalisation after each hidden layer given ``norm_kwargs``."""
     obs_dim, act_dim = observation_spec["observation"].shape[-1], action_spec.shape[-1]
     net = MLP(  # torchrl's MLP concatenates its inputs
         in_features=obs_dim + act_dim,
@@ -439,74 +385,18 @@ def _qvalue(
     return TensorDictModule(net, ["observation", "action"], ["state_action_value"])
 
 
-def _discrete_actions(action_spec: TensorSpec, factory: str, instead: str) -> int:
+def discrete_actions(action_spec: TensorSpec, factory: str) -> int:
     """The number of actions of a discrete action spec; a continuous one is a user's mistake."""
     if action_spec.domain != "discrete":
         raise ConfigError(
-            f"policy._target_=rlrun.builders.policies.{factory} needs a discrete action space; for "
-            f"continuous actions use +experiment={instead}."
+            f"policy._target_={factory} needs a discrete action space; this env's actions are "
+            "continuous: choose an algorithm for continuous actions (rlrun --help lists them)."
         )
     n = action_spec.shape[-1] if isinstance(action_spec, OneHot) else action_spec.space.n
     return int(n)
 
 
-def make_c51_actor(
-    *,
-    observation_spec: Composite,
-    action_spec: TensorSpec,
-    device: str | torch.device = "cpu",
-    hidden_sizes: Sequence[int] = (120, 84),
-    activation: str = "relu",
-    n_atoms: int = 101,
-    v_min: float = -100.0,
-    v_max: float = 100.0,
-    **_: object,
-) -> ActorCritic:
-    """C51's network (``policy=c51``): an MLP of ``n_atoms`` logits per action over returns
-    evenly spaced in [v_min, v_max], behind TorchRL's ``DistributionalQValueActor`` (greedy on
-    the distributions' means). Returned as actor and qvalue, as DQN's."""
-    if v_min >= v_max:
-        raise ConfigError(f"policy.v_min={v_min} must be below policy.v_max={v_max}.")
-    n_actions = _discrete_actions(action_spec, "make_c51_actor", "sac")
-    obs_dim = observation_spec["observation"].shape[-1]
-    net = nn.Sequential(
-        _mlp(obs_dim, n_atoms * n_actions, hidden_sizes, activation),
-        nn.Unflatten(-1, (n_atoms, n_actions)),
-    )
-    actor = DistributionalQValueActor(
-        net,
-        support=torch.linspace(v_min, v_max, n_atoms),
-        in_keys=["observation"],
-        spec=action_spec,
-    )
-    head = actor.module[-1]  # TorchRL's greedy head, swapped for one that breaks ties
-    actor.module[-1] = GreedyDistributionalHead(
-        action_space=head.action_space,
-        support=head.support,
-        action_value_key=head.action_value_key,
-        out_keys=head.out_keys,
-        spec=head.spec,
-    )
-    return ActorCritic(actor=actor.to(device), qvalue=actor.to(device))
-
-
-class GreedyDistributionalHead(DistributionalQValueModule):
-    """TorchRL's greedy head of a distributional Q-network, with ties broken (first maximal
-    action, as ``argmax``). TorchRL's one-hot marks every action whose expected return equals
-    the maximum, and C51's saturated atoms tie exactly: at 86k frames of +experiment=c51 one
-    action came out with two ones, the env took it, and the loss then failed on that sample
-    ("shape '[128, 101]' is invalid for input of size 13029")."""
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)
-        self.action_func_mapping["one_hot"] = self._one_hot  # bound at init: point it here
-
-    def _one_hot(self, value: torch.Tensor, support: torch.Tensor | None = None) -> torch.Tensor:
-        expected = self._support_expected(value, self.support if support is None else support)
-        return nn.functional.one_hot(expected.argmax(-1), expected.shape[-1])
-
-
-def make_discrete_sac_networks(
+def make_categorical_actor_q(
     *,
     observation_spec: Composite,
     action_spec: TensorSpec,
@@ -515,9 +405,9 @@ def make_discrete_sac_networks(
     activation: str = "relu",
     **_: object,
 ) -> ActorCritic:
-    """Discrete SAC's networks: a categorical actor (the default factory's) and one network of
-    action values Q(s, .) (``algo=discrete_sac`` makes the twin copies)."""
-    n_actions = _discrete_actions(action_spec, "make_discrete_sac_networks", "sac")
+    """A categorical actor (:func:`make_actor_critic`'s) and one network of action values
+    Q(s, .) (the loss makes the copies it needs)."""
+    n_actions = discrete_actions(action_spec, f"{__name__}.make_categorical_actor_q")
     actor = make_actor_critic(
         observation_spec=observation_spec,
         action_spec=action_spec,
@@ -528,40 +418,12 @@ def make_discrete_sac_networks(
     ).actor
     obs_dim = observation_spec["observation"].shape[-1]
     qvalue = TensorDictModule(
-        _mlp(obs_dim, n_actions, hidden_sizes, activation), ["observation"], ["action_value"]
+        mlp(obs_dim, n_actions, hidden_sizes, activation), ["observation"], ["action_value"]
     )
     return ActorCritic(actor=actor, qvalue=qvalue.to(device))
 
 
-def make_iql_networks(
-    *,
-    observation_spec: Composite,
-    action_spec: TensorSpec,
-    device: str | torch.device = "cpu",
-    hidden_sizes: Sequence[int] = (256, 256),
-    activation: str = "relu",
-    state_dependent_std: bool = True,
-    **_: object,
-) -> ActorCritic:
-    """IQL's networks: SAC's (continuous actions) or discrete SAC's (discrete ones), plus a
-    state-value network V(s) as ``critic`` (``algo=iql`` makes the twin Q copies)."""
-    discrete = action_spec.domain == "discrete"
-    make = make_discrete_sac_networks if discrete else make_sac_networks
-    ac = make(
-        observation_spec=observation_spec,
-        action_spec=action_spec,
-        device=device,
-        hidden_sizes=hidden_sizes,
-        activation=activation,
-        state_dependent_std=state_dependent_std,
-    )
-    obs_dim = observation_spec["observation"].shape[-1]
-    value = _mlp(obs_dim, 1, hidden_sizes, activation)
-    ac.critic = TensorDictModule(value, ["observation"], ["state_value"]).to(device)
-    return ac
-
-
-def make_td3_networks(
+def make_deterministic_actor_q(
     *,
     observation_spec: Composite,
     action_spec: TensorSpec,
@@ -570,19 +432,19 @@ def make_td3_networks(
     activation: str = "relu",
     **_: object,
 ) -> ActorCritic:
-    """TD3's networks: a deterministic actor, tanh-scaled to the action bounds, and one Q(s, a)
-    network (``algo=td3`` makes the twin copies and adds exploration noise while collecting)."""
+    """A deterministic actor, tanh-scaled to the action bounds, and one Q(s, a) network (the
+    losses make the copies they need; exploration noise is the algorithm's)."""
     if action_spec.domain != "continuous":
         raise ConfigError(
-            "policy._target_=rlrun.builders.policies.make_td3_networks needs a continuous action space; "
-            "for discrete actions use +experiment=dqn."
+            f"policy._target_={__name__}.make_deterministic_actor_q needs a continuous action "
+            "space; this env's actions are discrete: choose an algorithm for discrete actions."
         )
     obs_dim, act_dim = observation_spec["observation"].shape[-1], action_spec.shape[-1]
     one = action_spec[(0,) * (action_spec.ndim - 1)]  # the env's batch dims dropped
-    net = _mlp(obs_dim, act_dim, hidden_sizes, activation)
+    net = mlp(obs_dim, act_dim, hidden_sizes, activation)
     actor = SafeSequential(  # its ``spec["action"]`` is the bounded action spec
         TensorDictModule(net, ["observation"], ["param"]),
         TanhModule(["param"], ["action"], spec=one),
     ).to(device)
-    qvalue = _qvalue(observation_spec, action_spec, hidden_sizes, activation).to(device)
+    qvalue = qvalue_network(observation_spec, action_spec, hidden_sizes, activation).to(device)
     return ActorCritic(actor=actor, qvalue=qvalue)

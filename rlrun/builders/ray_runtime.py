@@ -4,7 +4,9 @@ rlrun starts a local Ray only when the run needs one and none is running in this
 stops only what it started: a cluster joined with ``ray.address=auto`` or ``ray://host:port`` is
 left running (this process only disconnects), and a job that Hydra's Ray launcher runs inside a
 Ray worker uses that Ray as it is. TorchRL's own Ray owners (``RayCollector``) then find Ray
-initialised and leave its lifetime to rlrun.
+initialised and leave its lifetime to rlrun. How large a local Ray must be for a run's learners
+and workers is checked here too, before the run starts (``rlrun/validation.py`` calls
+:func:`check_ray_cpus` and :func:`check_ray_gpus`).
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun.errors import ConfigError, RunError
+
+if TYPE_CHECKING:
+    from rlrun.builders.devices import Placement
 
 LOCAL_ONLY = ("num_cpus", "num_gpus", "object_store_memory", "include_dashboard")
 
@@ -119,7 +124,57 @@ def set_connect_timeout(seconds: float) -> None:
     join through a helper actor, a new Ray worker process that imports torchrl first: with both
     cores of a 2-core machine busy, that took over TorchRL's 60 s and every ``collector=ray``
     run ended in a ``DistStoreError`` traceback (seen 2026-11-24). TorchRL 0.14.1 keeps the
-    limit in a private module constant, read when the group is made."""
-    from torchrl.weight_update import _ray
+    limit in a private module constant, read when the group is made
+    (``rlrun/compat/torchrl.py``)."""
+    from rlrun.compat.torchrl import set_ray_weight_sync_timeout
 
-    _ray._DIST_TIMEOUT = timedelta(seconds=seconds)
+    set_ray_weight_sync_timeout(seconds)
+
+
+def check_ray_cpus(cfg: DictConfig) -> None:
+    """A local Ray given ``ray.num_cpus`` must offer a CPU to each learner and collector worker
+    (with ``null`` rlrun sizes it so); otherwise the actors wait for their resources until a
+    timeout, or for ever."""
+    ray_cfg = cfg.ray
+    if not uses_ray(cfg) or ray_cfg.address is not None:
+        return  # no Ray, or a cluster: its own size
+    learner_cpus, worker_cpus = cpus_reserved(cfg)
+    need = learner_cpus + worker_cpus
+    if ray_cfg.num_cpus is not None and ray_cfg.num_cpus < need:
+        who = []
+        if learner_cpus:
+            who.append(f"{cfg.trainer.num_learners} learners ({LEARNER_CPUS} each)")
+        if worker_cpus:
+            who.append(
+                f"{cfg.collector.num_workers} collector workers ({ray_cfg.worker_cpus:g} each)"
+            )
+        raise ConfigError(
+            f"ray.num_cpus={ray_cfg.num_cpus} is too few: {' and '.join(who)} need {need}; set "
+            f"ray.num_cpus={need} (logical CPUs may exceed the machine's) or null (rlrun then "
+            "sizes the local Ray)."
+        )
+
+
+def check_ray_gpus(cfg: DictConfig, where: Placement) -> None:
+    """Learners on CUDA in a local Ray need a whole GPU each (NCCL), as many as it offers."""
+    import torch  # (and rlrun's devices): only once the light checks have passed
+
+    from rlrun.builders.devices import ray_gpus, ray_worker_gpus
+
+    ray_cfg = cfg.ray
+    learner_cpus, worker_cpus = cpus_reserved(cfg)
+    if not learner_cpus or ray_cfg.address is not None:
+        return  # no Ray learners, or a cluster: its own size
+    n = cfg.trainer.num_learners
+    if not ray_gpus(where.learner):
+        return
+    workers = cfg.collector.num_workers if worker_cpus else 0
+    worker_gpus = ray_worker_gpus(ray_cfg.worker_gpus, where, workers)  # untested here (no GPU)
+    need_gpus = n + math.ceil(worker_gpus * workers)
+    have_gpus = ray_cfg.num_gpus if ray_cfg.num_gpus is not None else torch.cuda.device_count()
+    if have_gpus < need_gpus:
+        raise ConfigError(
+            f"trainer.num_learners={n} on CUDA need a whole GPU each (NCCL), {need_gpus} with "
+            f"the collector workers', but the local Ray offers {have_gpus}; use fewer "
+            "trainer.num_learners or device=cpu."
+        )

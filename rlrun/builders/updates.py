@@ -29,6 +29,7 @@ from torchrl.trainers import OptimizationStepper, Trainer
 
 from rlrun.builders.buffers import UniformSampler
 from rlrun.builders.devices import Placement, synchronize
+from rlrun.compat.torchrl import run_post_loss_hooks
 from rlrun.errors import ConfigError, RunError
 
 CUDAGRAPH_WARMUP = 5  # eager steps before capture (compiled code must settle first), as LeanRL
@@ -87,9 +88,9 @@ class UpdateStep(OptimizationStepper):
     """One optimisation step: loss, backward, clip, optimiser step; compiled or captured on request.
 
     Off-policy, the step is fused: with a ``sampler`` (a uniform replay sample read straight from
-    the storage, ``rlrun/builders/buffers.py``) it samples its own batch, and a soft target update (one
-    foreach lerp) ends it, so sample, loss, backward, clip, optimiser step and target update are
-    one function that compiles and captures. What has Python state stays outside that function,
+    the storage, ``rlrun/builders/buffers.py``) it samples its own batch, and a soft target update
+    (one foreach lerp) ends it, so sample, loss, backward, clip, optimiser step and target update
+    are one function that compiles and captures. What has Python state stays outside that function,
     stepped here between two calls: a hard target copy (its counter), TD3's actor delay (the
     loss's ``begin_step`` picks one of two functions, each captured on its own), the learning
     rate (a tensor, annealed in place by its hook).
@@ -201,7 +202,7 @@ class UpdateStep(OptimizationStepper):
         if self.sampler is None:
             if self.priority_key is not None and self.priority_key in out.keys():
                 sub_batch.set(self.priority_key, out.pop(self.priority_key))
-            trainer._post_loss_hook(sub_batch)  # the Trainer's own post_loss stage (priorities)
+            run_post_loss_hooks(trainer, sub_batch)  # the Trainer's post_loss stage (priorities)
         for key, value in out.items():
             if key.startswith("loss"):
                 bad = ~torch.isfinite(value).all()

@@ -1,6 +1,6 @@
 """``rlrun check``: train a preset at its reference budget over several seeds and gate on its
-published reference (``rlrun/commands/references.py``), so a user or a cluster job can tell a run that
-matches the literature from one that does not.
+published reference (``rlrun/commands/references.py``), so a user or a cluster job can tell a run
+that matches the literature from one that does not.
 
 ``rlrun check +experiment=NAME [seeds=3] [KEY=VALUE ...]`` composes the config once (to read
 the preset's ``reference:``), then starts ``rlrun -m ... seed=0,..,N-1
@@ -66,7 +66,7 @@ def compose(overrides: Sequence[str], config_dir: str | None) -> DictConfig:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from rlrun.config import register_configs
+    from rlrun.commandline import register_configs
 
     register_configs()
     extra = [f"hydra.searchpath=[file://{Path(config_dir).absolute()}]"] if config_dir else []

@@ -1,13 +1,13 @@
 """``rlrun eval RUN [key=value ...]``: a trained policy on more episodes, another checkpoint or
 a variant of its env, after training.
 
-Env and policy are rebuilt from the run's saved config (``rlrun/commands/loading.py``), the weights come
-from the newest intact checkpoint (or ``checkpoint=``), and the episodes run side by side with
+Env and policy are rebuilt from the run's saved config (``rlrun/commands/loading.py``), the weights
+come from the newest intact checkpoint (or ``checkpoint=``), and the episodes run side by side with
 the deterministic policy exactly as the in-run evaluation runs them
 (``rlrun.builders.evaluation.run_episodes``; same env seed, so a run's own settings give its in-run
-numbers back). Results go to a folder of their own, ``<run>/eval/<date>_<time>/``
-(``eval.json``, and ``episode.mp4`` with ``video=true``); nothing else in the run is touched.
-A sweep folder evaluates each of its jobs, one line each.
+numbers back). Results go to a folder of their own, ``<run>/eval/<date>_<time>/`` (``eval.json``,
+and ``episode.mp4`` with ``video=true``); nothing else in the run is touched. A sweep folder
+evaluates each of its jobs, one line each.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""``rlrun export RUN format=onnx|torchscript``: its command line, checked before torch is
-imported (a wrong format or folder answers at once); ``rlrun/commands/export_files.py`` writes and verifies the
-file."""
+"""``rlrun export RUN format=onnx|torchscript``: its command line, checked before torch is imported
+(a wrong format or folder answers at once); ``rlrun/commands/export_files.py`` writes and verifies
+the file."""
 
 from __future__ import annotations
 

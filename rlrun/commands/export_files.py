@@ -1,13 +1,13 @@
 """``rlrun export RUN format=onnx|torchscript``: the trained actor as a file that runs without
 TorchRL (ONNX Runtime, or libtorch / ``torch.jit.load``), next to a JSON file of its specs.
 
-The file holds the deterministic actor on plain tensors (``rlrun.commands.loading.TensorPolicy``): the raw
-observation in (the env's observation transforms, e.g. ``env.obs_mask``, are built in), the
-action out (the distribution's mode); a recurrent actor also takes ``is_init`` and its hidden
-state and returns the next state. The graph comes from ``torch.export`` (strict, the batch
-dimension dynamic), then ``torch.onnx.export`` or ``torch.jit.trace``. TorchScript's tracer
-records an RNN's reshapes with the traced batch size, so a recurrent actor's TorchScript file
-takes one observation at a time (its JSON says ``"batch": 1``).
+The file holds the deterministic actor on plain tensors (``rlrun.commands.loading.TensorPolicy``):
+the raw observation in (the env's observation transforms, e.g. ``env.obs_mask``, are built in), the
+action out (the distribution's mode); a recurrent actor also takes ``is_init`` and its hidden state
+and returns the next state. The graph comes from ``torch.export`` (strict, the batch dimension
+dynamic), then ``torch.onnx.export`` or ``torch.jit.trace``. TorchScript's tracer records an RNN's
+reshapes with the traced batch size, so a recurrent actor's TorchScript file takes one observation
+at a time (its JSON says ``"batch": 1``).
 
 Right after export the file is loaded back from disk and run (onnxruntime, ``torch.jit.load``) on
 real observations: the in-process policy acts in its env for a few steps, and the file must give

@@ -32,6 +32,7 @@ from torchrl.envs import EnvBase, Transform
 from torchrl.envs.transforms import VecNormV2
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from rlrun.compat.torchrl import transform_env_step
 from rlrun.errors import ConfigError
 from rlrun.folders.run_dirs import is_run_dir, run_config, run_folders
 
@@ -200,6 +201,7 @@ def rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
 
 
 def _rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
+    from rlrun.algorithms import policy_config
     from rlrun.builders.checkpoints import held_for_reading
     from rlrun.builders.devices import on_device, placement
     from rlrun.builders.envs import make_env
@@ -216,7 +218,8 @@ def _rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
         train_env = make_env(cfg.env, num_envs=1)  # the training env's transforms, their state
         try:
             device, action_spec = where.eval_policy, train_env.full_action_spec["action"]
-            ac = build_policy(cfg.policy, train_env.observation_spec, action_spec, device)
+            policy = policy_config(cfg)  # null _target_: the algorithm's own networks
+            ac = build_policy(policy, train_env.observation_spec, action_spec, device)
             load_weights(ac.actor, train_env, held, backend, device)
             frames = frames_of(held)
         finally:
@@ -277,7 +280,7 @@ class EnvStep(TensorDictModuleBase):
         self.out_keys = list(transform.out_keys)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        return self.transform._call(tensordict)
+        return transform_env_step(self.transform, tensordict)
 
 
 def key_name(key: str | tuple[str, ...]) -> str:

@@ -2,14 +2,14 @@
 Minari dataset, the Farama format that TorchRL (``MinariExperienceReplay``), d3rlpy and AgileRL
 read, for offline RL.
 
-The policy is the run's trained actor on plain tensors (``rlrun.commands.loading.TensorPolicy``: the env's
-observation transforms built in), acting on a plain gymnasium env of the run's id and kwargs, so
-the dataset holds the env's own observations and actions, as any other Minari dataset does.
+The policy is the run's trained actor on plain tensors (``rlrun.commands.loading.TensorPolicy``: the
+env's observation transforms built in), acting on a plain gymnasium env of the run's id and kwargs,
+so the dataset holds the env's own observations and actions, as any other Minari dataset does.
 ``noise`` makes a "medium" dataset from an expert: on a continuous action space, Gaussian noise of
 ``noise`` times half the action range, clipped to the bounds; on a discrete one, a random action
 with probability ``noise``. The dataset's ``ref_min_score`` is the mean return of a random policy
-and ``ref_max_score`` that of the policy without noise (``minari.get_normalized_score`` maps them
-to 0 and 1), each over ``ref_episodes`` episodes. It is written where Minari keeps datasets
+and ``ref_max_score`` that of the policy without noise (``minari.get_normalized_score`` maps them to
+0 and 1), each over ``ref_episodes`` episodes. It is written where Minari keeps datasets
 (``MINARI_DATASETS_PATH``, by default ``~/.minari/datasets``), so ``minari.load_dataset(ID)`` and
 ``minari show ID`` find it; ``<run>/datasets/<name>.json`` records what was written.
 """

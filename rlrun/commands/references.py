@@ -2,14 +2,14 @@
 schema ``rlrun/config.py`` ReferenceConfig), for ``rlrun report`` and ``rlrun check``.
 
 Per setting of a sweep (seeds of the same overrides), the final value the reference names
-(``eval_return_last`` or ``train_return_last`` of each job's ``summary.json``) is summarised by
-its IQM with a 95% stratified bootstrap interval (rliable, as ``rlrun/commands/statistics.py``), in a line
-"<env> at <frames> frames: <IQM>, 95% CI [<low>, <high>] over <n> seeds; <source>: <value> ±
-<spread>: <verdict>". The verdict is ``below`` when the whole interval lies under
-``value - spread``, ``above`` when it lies over ``value + spread``, ``within`` otherwise, and
-``not comparable`` when the runs cannot be set beside the figure (another env than the preset's,
-fewer frames than the reference's, no such value). What differs from the source's setting (its
-env version, the preset's changed keys, the source's own note) follows the line.
+(``eval_return_last`` or ``train_return_last`` of each job's ``summary.json``) is summarised by its
+IQM with a 95% stratified bootstrap interval (rliable, as ``rlrun/commands/statistics.py``), in a
+line "<env> at <frames> frames: <IQM>, 95% CI [<low>, <high>] over <n> seeds; <source>: <value> ±
+<spread>: <verdict>". The verdict is ``below`` when the whole interval lies under ``value -
+spread``, ``above`` when it lies over ``value + spread``, ``within`` otherwise, and ``not
+comparable`` when the runs cannot be set beside the figure (another env than the preset's, fewer
+frames than the reference's, no such value). What differs from the source's setting (its env
+version, the preset's changed keys, the source's own note) follows the line.
 """
 
 from __future__ import annotations

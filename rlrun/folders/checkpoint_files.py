@@ -38,12 +38,10 @@ def sha256(file: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-
 def data_files(folder: Path) -> list[str]:
     """Every file below ``folder`` except the checksums themselves, as sorted relative paths."""
     files = (p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     return sorted(f for f in files if f != CHECKSUMS)
-
 
 
 def write_checksums(folder: Path) -> None:
@@ -54,7 +52,6 @@ def write_checksums(folder: Path) -> None:
     }
     text = json.dumps({"algorithm": "sha256", "files": files}, indent=1)
     (folder / CHECKSUMS).write_text(text + "\n")
-
 
 
 def damage(folder: Path, backend: str) -> str | None:
@@ -92,7 +89,6 @@ def damage(folder: Path, backend: str) -> str | None:
     return None
 
 
-
 def publish(stage: Path, destination: Path) -> None:
     """Rename the finished ``stage`` folder to ``destination``, replacing an older one there."""
     backup = destination.parent / f".{destination.name}.old-{uuid.uuid4().hex}"
@@ -106,7 +102,6 @@ def publish(stage: Path, destination: Path) -> None:
         raise
     finally:
         shutil.rmtree(backup, ignore_errors=True)
-
 
 
 @contextmanager
@@ -123,7 +118,6 @@ def staged(destination: Path) -> Iterator[Path]:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-
 def checkpoint_dirs(directory: Path) -> list[Path]:
     """The ``checkpoint-<frames>`` folders in ``directory``, damaged ones included (hidden
     staging folders are not), oldest first."""
@@ -133,13 +127,11 @@ def checkpoint_dirs(directory: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.removeprefix(f"{PREFIX}-")))
 
 
-
 def is_checkpoint_folder(path: Path) -> bool:
     """Whether ``path`` is one checkpoint (a user naming it), damaged or not."""
     names = (CHECKSUMS, "components", *MARKERS.values())
     named = NAME.fullmatch(path.name) is not None
     return path.is_dir() and (named or any((path / n).exists() for n in names))
-
 
 
 def find_checkpoint(path: Path, backend: str, key: str = "resume") -> Path | None:

@@ -1,10 +1,10 @@
 """What a run folder records to be reproduced: ``environment.json``.
 
-Each start of the run (the first, every ``resume=``, a requeued job) appends one entry: the
-command line, the seed and ``deterministic``, the rlrun version and, for a source checkout, its
-commit (with ``dirty`` when it has uncommitted changes), the versions of the packages a result
-depends on, Python, and the host's CPU and GPUs. ``rlrun reproduce`` (``rlrun/commands/reproduce.py``)
-compares two runs' first entries. Nothing here imports torch until a run is recorded.
+Each start of the run (the first, every ``resume=``, a requeued job) appends one entry: the command
+line, the seed and ``deterministic``, the rlrun version and, for a source checkout, its commit (with
+``dirty`` when it has uncommitted changes), the versions of the packages a result depends on,
+Python, and the host's CPU and GPUs. ``rlrun reproduce`` (``rlrun/commands/reproduce.py``) compares
+two runs' first entries. Nothing here imports torch until a run is recorded.
 """
 
 from __future__ import annotations

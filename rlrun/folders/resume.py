@@ -32,6 +32,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlrun.compat.hydra import HYDRA_BASIC_SWEEPER, basic_sweep_jobs
 from rlrun.errors import ConfigError
 from rlrun.folders.checkpoint_files import find_checkpoint
 from rlrun.folders.folder_lock import held_by, refusal
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 RESUME_SWEEPER = "rlrun_resume"  # hydra/sweeper option of resume_sweeper.py
 NUMBERED_JOBS = "${hydra.job.num}"  # the job folders' names rlrun resumes (Hydra's default)
 BASIC_SWEEPERS = (
-    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+    HYDRA_BASIC_SWEEPER,  # Hydra's own
     "hydra_plugins.rlrun_sweepers.basic_sweeper.BasicSweeper",
 )
 FINISHED = ("completed", "pruned")  # summary.json statuses a sweep resume leaves alone
@@ -103,7 +104,22 @@ def resume_args(args: list[str]) -> list[str]:
     kept = [
         str(a) for a in saved if _override_key(str(a)) not in new_keys | {"resume", "hydra.run.dir"}
     ]
+    hydra = OmegaConf.load(run_dir / ".hydra" / "hydra.yaml").hydra
+    flags += config_dir_flags(hydra, flags)
     return [*kept, *new, f"hydra.run.dir={run_dir}", f"resume={path}", *flags]
+
+
+def config_dir_flags(hydra: Any, flags: list[str]) -> list[str]:
+    """``--config-dir DIR`` of the run or sweep being resumed, when the new command line gives
+    none: its presets (``+experiment=`` of yours) compose from there again. Hydra records the
+    folder among its config sources (provider ``command-line``)."""
+    if any(f in ("--config-dir", "-cd") or f.startswith("--config-dir=") for f in flags):
+        return []
+    sources = OmegaConf.select(hydra, "runtime.config_sources", default=None) or []
+    for source in sources:
+        if source.get("provider") == "command-line" and source.get("schema") == "file":
+            return ["--config-dir", str(source.path)]
+    return []
 
 
 def load_sweep(sweep: Path) -> dict[str, Any]:
@@ -189,6 +205,7 @@ def sweep_resume_args(sweep: Path, args: list[str]) -> list[str]:
         if not o.is_sweep_override() and _override_key(o.input_line) not in new_keys | {"resume"}
     ]
     batch = saved["hydra"]["sweeper"].get("max_batch_size")
+    flags += config_dir_flags(OmegaConf.create(saved["hydra"]), flags)
     return [
         "-m",
         *flags,
@@ -257,14 +274,12 @@ def plan_sweep_resume(sweep: Path, arguments: list[str], parser: Any) -> list[Re
     (``.hydra/overrides.yaml``; the rebuilt ones if it never started), the new ones on top,
     ``resume=<its folder>`` when it has a checkpoint, and ``hydra.sweep.subdir=N``.
     """
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
     saved = load_sweep(sweep)
     check_resumable(sweep, saved)
     task = [str(o) for o in saved["hydra"]["overrides"]["task"]]
     params = saved["hydra"]["sweeper"].get("params") or {}
     sweep_args = [f"{k}={v}" for k, v in params.items()] + task
-    (all_jobs,) = BasicSweeper.split_arguments(parser.parse_overrides(sweep_args), None)
+    all_jobs = basic_sweep_jobs(parser.parse_overrides(sweep_args))
     new = [a for a in arguments if a not in set(task)]
     new_keys = {_override_key(a) for a in new}
     plans = []
@@ -324,7 +339,6 @@ def requeued_checkpoint(cfg: DictConfig) -> Path | None:
     if not submitit_job() or cfg.checkpoint.backend == "none":
         return None
     from hydra.core.hydra_config import HydraConfig
-
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     found = find_checkpoint(run_dir, cfg.checkpoint.backend)

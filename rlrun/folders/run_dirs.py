@@ -3,7 +3,8 @@ arguments of ``rlrun eval`` and ``rlrun export``: all they check before a policy
 
 Nothing here imports torch, so a mistake in those arguments (a folder rlrun did not create, an
 option out of range, a key the run does not have) answers in well under a second, not after the
-seconds torch, TensorDict and TorchRL take to import (``rlrun/commands/loading.py`` then rebuilds the run).
+seconds torch, TensorDict and TorchRL take to import (``rlrun/commands/loading.py`` then rebuilds
+the run).
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def run_config(run_dir: Path, overrides: Sequence[str], device: str | None) -> D
     """The run's saved composed config with ``overrides`` applied; ``device`` (if given) is the
     one to load on."""
     cfg = OmegaConf.load(run_dir / RUN_CONFIG)
+    upgrade_network_factory(cfg)
     apply_overrides(cfg, overrides)
     if device is not None:
         cfg.device = device
@@ -125,6 +127,19 @@ def run_config(run_dir: Path, overrides: Sequence[str], device: str | None) -> D
         if OmegaConf.select(cfg, key, default=KeyError) is not KeyError:
             OmegaConf.update(cfg, key, value, merge=False)
     return cfg
+
+
+def upgrade_network_factory(cfg: DictConfig) -> None:
+    """A run saved before rlrun's modules moved into packages (2026-11-27) names its network
+    factory by its old path: the generic factories (and the CNN ones) by their new ones, an
+    algorithm's own (``rlrun.policies.make_<algorithm>_networks``) as ``null``, which builds
+    that algorithm's networks, the same ones, from its declaration."""
+    target = OmegaConf.select(cfg, "policy._target_")
+    if not isinstance(target, str) or not target.startswith(("rlrun.policies.", "rlrun.cnn.")):
+        return
+    module, name = target.rsplit(".", 1)
+    generic = module == "rlrun.cnn" or name in ("make_actor_critic", "make_qvalue_actor")
+    cfg.policy._target_ = f"rlrun.builders.{module.split('.')[1]}.{name}" if generic else None
 
 
 def shown(path: Path) -> str:

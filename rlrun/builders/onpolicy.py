@@ -17,6 +17,7 @@ from torchrl.objectives.value import GAE
 from torchrl.trainers import Trainer, TrainerHookBase
 
 from rlrun.builders.policies import ActorCritic
+from rlrun.builders.training import Context, Training
 from rlrun.errors import ConfigError
 
 
@@ -165,4 +166,40 @@ def make_gae(cfg: DictConfig, ac: ActorCritic, loss: LossModule) -> GAE:
         # observation with a stale hidden state.
         deactivate_vmap=ac.recurrent,
         shifted=False,
+    )
+
+
+def on_policy(
+    cfg: DictConfig,
+    loss: LossModule,
+    ctx: Context,
+    minibatch_size: int,
+    *,
+    epochs: int = 1,
+    sequence_length: int | None = None,
+    logprob_check_tol: float | None = None,
+) -> Training:
+    """``loss`` trained on each fresh batch: GAE advantages (``algo.gamma``,
+    ``algo.gae_lambda``), then ``epochs`` passes over minibatches of ``minibatch_size`` frames
+    (whole sequences of ``sequence_length`` steps for a recurrent policy), the log-probs checked
+    against the collected ones first (``logprob_check_tol``; None: no check)."""
+    advantage = make_gae(cfg, ctx.ac, loss)
+    hook = OnPolicyBatches(
+        advantage,
+        loss,
+        ctx.ac,
+        minibatch_size,
+        ctx.frames_per_batch,
+        sequence_length,
+        logprob_check_tol,
+        ctx.device,
+        ctx.fresh_batches,
+    )
+    return Training(
+        loss=loss,
+        optim_steps_per_batch=ctx.frames_per_batch // minibatch_size,
+        num_epochs=epochs,
+        max_grad_norm=cfg.max_grad_norm,
+        hooks=[hook],
+        advantage=advantage,
     )

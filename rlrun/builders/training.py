@@ -1,18 +1,36 @@
-"""What every algorithm hands the run: a loss, its optimisation schedule and its hooks."""
+"""What an algorithm's builder is handed (:class:`Context`) and what it hands the run
+(:class:`Training`: a loss, its optimisation schedule and its hooks); ``Algorithm.build`` in
+``rlrun/algorithms/__init__.py``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from tensordict.nn import TensorDictModule
 from torchrl.objectives import LossModule
 from torchrl.objectives.utils import TargetNetUpdater
 from torchrl.objectives.value import ValueEstimatorBase
 from torchrl.trainers import TrainerHookBase
 
+from rlrun.builders.policies import ActorCritic
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the recipe hands an algorithm's ``build``: the networks it trains, the frames each
+    collected batch holds, the learner's device, and whether every batch was collected with the
+    weights of the previous update (false for an async collector: a batch may be one update
+    old)."""
+
+    ac: ActorCritic
+    frames_per_batch: int
+    device: torch.device
+    fresh_batches: bool = True
+
 
 @dataclass
-class Algorithm:
+class Training:
     """A loss module, how many optimisation steps each batch gets, and the hooks it needs."""
 
     loss: LossModule
@@ -23,13 +41,12 @@ class Algorithm:
     # Hooks acting on collection (exploration annealing): they run in this process, wherever
     # the optimisation runs (``trainer.learner_backend``), before ``hooks``.
     collect_hooks: list[TrainerHookBase] = field(default_factory=list)
-    # Off-policy: learn from the replay buffer, act through ``exploration`` appended to the actor
-    # in the collector, and step ``target_updater`` with each optimisation step (the update step
-    # does, or a Ray learner; saved in checkpoints by the Trainer).
-    off_policy: bool = False
+    # Off-policy: act through ``exploration`` appended to the actor in the collector, and step
+    # ``target_updater`` with each optimisation step (the update step does, or a Ray learner;
+    # saved in checkpoints by the Trainer).
     exploration: TensorDictModule | None = None
     target_updater: TargetNetUpdater | None = None
-    advantage: ValueEstimatorBase | None = None  # PPO's GAE, run on each batch before the loss
+    advantage: ValueEstimatorBase | None = None  # on-policy: GAE, run on each batch before the loss
 
     def episodes_end_at(self, key: str) -> None:
         """Targets and advantages end an episode at ``key`` (Atari's ``end_of_life``) instead

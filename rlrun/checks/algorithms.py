@@ -1,0 +1,73 @@
+"""The algorithm against the run: its own keys, the policy it trains, the action space it acts
+in and its own rules, all read from its declaration (``rlrun/algorithms/``)."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from rlrun.algorithms import Algorithm, Data, shipped
+from rlrun.checks.ranges import check_node_ranges
+from rlrun.config import RECURRENT_KINDS
+from rlrun.errors import ConfigError
+
+
+def check_algorithm(cfg: DictConfig, algorithm: Algorithm) -> None:
+    """``algo``'s keys against the algorithm's schema (a user's YAML may leave it out of its
+    defaults list), random frames against an on-policy algorithm (``Algorithm.data``), the
+    policy against what it trains, CUDA graphs against what is known to capture, and the
+    algorithm's own rules (``Algorithm.check``)."""
+    name = cfg.algo.get("name")
+    check_schema(cfg.algo, algorithm)
+    random_frames = cfg.collector.get("init_random_frames")
+    if algorithm.data == Data.ON_POLICY and random_frames:
+        raise ConfigError(
+            f"collector.init_random_frames={random_frames}: algo={name} learns on-policy, from "
+            "each fresh batch of its own policy, with no replay buffer for random frames to "
+            "fill; set collector.init_random_frames=0."
+        )
+    kind = cfg.policy.get("kind")
+    if kind in RECURRENT_KINDS and not algorithm.sequences:
+        fits = [n for n, a in shipped().items() if a.sequences]
+        raise ConfigError(
+            f"algo={name} cannot train a recurrent policy (policy={kind}); use "
+            f"algo={' or algo='.join(fits)}, or policy=mlp."
+        )
+    if cfg.algo.get("cudagraphs") and not algorithm.cudagraphs:
+        known = [n for n, a in shipped().items() if a.cudagraphs]
+        raise ConfigError(
+            f"algo.cudagraphs=true: algo={name}'s update step is not known to capture in a CUDA "
+            f"graph (known: algo={', '.join(known)}); set algo.cudagraphs=false (algo.compile=true "
+            "alone works for every algorithm)."
+        )
+    if algorithm.check is not None:
+        algorithm.check(cfg)
+
+
+def check_schema(node: DictConfig, algorithm: Algorithm) -> None:
+    """``algo`` typed by the algorithm's schema: Hydra did it at compose time where the YAML
+    names the schema; a user's YAML that does not is checked here, keys, types and ranges."""
+    if algorithm.schema is None or OmegaConf.get_type(node) is algorithm.schema:
+        return
+    try:
+        typed = OmegaConf.merge(OmegaConf.structured(algorithm.schema), node)
+    except OmegaConfBaseException as err:
+        first = str(err).strip().splitlines()[0]
+        raise ConfigError(
+            f"algo.{getattr(err, 'full_key', '')}: {first} (algo._target_={node._target_} takes "
+            f"the keys of {algorithm.schema.__name__})"
+        ) from None
+    check_node_ranges(typed, "algo.")
+
+
+def check_actions(cfg: DictConfig, algorithm: Algorithm, space: str) -> None:
+    """The env's action space (a gymnasium class name) is one the algorithm acts in; else the
+    algorithms that do (online ones: an offline one needs a dataset)."""
+    if space in algorithm.actions:
+        return
+    fits = [n for n, a in shipped().items() if space in a.actions and a.data != Data.OFFLINE]
+    raise ConfigError(
+        f"algo={cfg.algo.get('name')} needs a {' or '.join(algorithm.actions)} action space, but "
+        f"env.id={cfg.env.id} has a {space} one; use algo={' or algo='.join(fits) or '?'} "
+        f"(with its preset, e.g. +experiment={fits[0] if fits else '<name>'})."
+    )

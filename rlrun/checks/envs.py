@@ -1,0 +1,86 @@
+"""The ``env`` group against the rest: observations a policy can read, an env that exists and
+that the algorithm can act in, frames for evaluation videos. Light: gymnasium makes the env once."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlrun.algorithms import declared
+from rlrun.builders.env_ids import check_env_id
+from rlrun.checks.algorithms import check_actions
+from rlrun.config import RECURRENT_KINDS
+from rlrun.errors import ConfigError
+
+
+def check_observations(cfg: DictConfig) -> None:
+    """Atari ids get their preprocessing, image observations a CNN, and a CNN images."""
+    env, kind = cfg.env, cfg.policy.get("kind")
+    if env.id.startswith("ALE/") and env.atari is None:
+        raise ConfigError(
+            f"env.id={env.id} needs the Atari preprocessing: use env=atari env.id={env.id} "
+            "(or env=pong, env=breakout)."
+        )
+    if env.atari is not None and kind in ("mlp", *RECURRENT_KINDS):
+        raise ConfigError(
+            f"env.id={env.id} gives image observations, which policy={kind} cannot read: use "
+            "policy=cnn (or start from +experiment=ppo_atari or +experiment=dqn_atari)."
+        )
+    if kind == "cnn" and env.atari is None:
+        raise ConfigError(
+            f"policy=cnn needs image observations, but env.id={env.id} gives vectors: use "
+            "env=pong, env=breakout or env=atari env.id=ALE/..., or policy=mlp."
+        )
+    if env.backend == "envpool" and env.parallel:
+        raise ConfigError(
+            "env.parallel=true runs gymnasium envs in worker processes; env.backend=envpool "
+            "steps its envs in its own threads (env.num_threads): set env.parallel=false."
+        )
+    if env.backend == "envpool" and env.kwargs:
+        raise ConfigError(
+            f"env.kwargs={OmegaConf.to_container(env.kwargs)} are gymnasium.make arguments, "
+            "which env.backend=envpool does not take (Atari: set env.atari's keys); drop them."
+        )
+
+
+@functools.cache
+def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
+    """The action space's class and the render modes of ``env_id`` (one env made and closed)."""
+
+    import gymnasium
+    from gymnasium.error import DependencyNotInstalled
+
+    check_env_id(env_id)
+    try:
+        env = gymnasium.make(env_id, **json.loads(kwargs_json))
+    except (DependencyNotInstalled, ImportError) as err:
+        hint = str(err).strip().splitlines()[0]
+        if "mujoco" in hint.lower():
+            hint = "MuJoCo is not installed: pip install 'rlrun[mujoco]'"
+        raise ConfigError(
+            f"env.id={env_id} needs a package that is not installed: {hint}"
+        ) from None
+    try:
+        return type(env.action_space).__name__, tuple(env.metadata.get("render_modes", ()))
+    finally:
+        env.close()
+
+
+def check_env(cfg: DictConfig) -> None:
+    """The env exists, its packages are installed, the algorithm can act in it, and evaluation
+    can render it."""
+
+    if cfg.env.backend == "envpool":
+        from rlrun.builders.envpool_env import envpool_task
+
+        envpool_task(cfg.env)
+    kwargs = OmegaConf.to_container(cfg.env.kwargs, resolve=True)
+    space, render_modes = _env_facts(cfg.env.id, json.dumps(kwargs, sort_keys=True))
+    check_actions(cfg, declared(cfg.algo), space)
+    if cfg.eval.video and "rgb_array" not in render_modes:
+        raise ConfigError(
+            f"eval.video=true, but env.id={cfg.env.id} cannot render frames (render modes: "
+            f"{', '.join(render_modes) or 'none'}); set eval.video=false."
+        )

@@ -1,0 +1,109 @@
+"""The package's shape, checked: layers imported downward only, an algorithm named only in its
+own module, a front end that answers without torch."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+from rlrun.algorithms import shipped
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "rlrun"
+BIN = Path(sys.executable).parent
+
+
+def _skipped_lines(tree: ast.AST) -> set[int]:
+    """Lines whose words are not rlrun's: docstrings (prose may name an algorithm) and imports
+    of other packages (TorchRL's ``torchrl.objectives.ppo``)."""
+    skipped = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = body[0] if body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                if isinstance(first.value.value, str):
+                    skipped.update(range(first.lineno, first.end_lineno + 1))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            modules.append(getattr(node, "module", None) or "rlrun")
+            if not any(m.split(".")[0] == "rlrun" for m in modules):
+                skipped.update(range(node.lineno, node.end_lineno + 1))
+    return skipped
+
+
+def mentions(path: Path, name: str, root: Path = ROOT, identifiers: bool = True) -> list[str]:
+    """Where the code of ``path`` names algorithm ``name``: in a string (``"sac"``,
+    ``"algo=sac"``, ``"rlrun.algorithms.sac"``; a preset, ``+experiment=sac``, is a YAML file
+    of its own) or, with ``identifiers``, in a name (``make_sac_networks``); comments,
+    docstrings and other packages' imports aside."""
+    source = path.read_text()
+    skipped = _skipped_lines(ast.parse(source))
+    word = re.compile(rf"(?<!\w)(?<!experiment=){re.escape(name)}(?!\w)")
+    found = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.start[0] in skipped:
+            continue
+        where = f"{path.relative_to(root)}:{tok.start[0]}"
+        if tok.type == tokenize.STRING and word.search(tok.string):
+            found.append(f"{where}: {tok.string[:60]}")
+        elif identifiers and tok.type == tokenize.NAME and name in tok.string.lower().split("_"):
+            found.append(f"{where}: {tok.string}")
+    return found
+
+
+def test_an_algorithm_is_named_only_in_its_own_module() -> None:
+    """No table, branch or import elsewhere in rlrun lists an algorithm: validation, the
+    recipe, the learners and the docs read each algorithm's declaration."""
+    names = set(shipped())
+    assert {"ppo", "sac", "dqn"} <= names, names  # the test looks at real names
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        # an algorithm's module may use any words of its own (CQL's behaviour-cloning term,
+        # ``bc_steps``), but not name another algorithm in a string or an import
+        own = path.parent == PACKAGE / "algorithms"
+        for name in names - {path.stem}:
+            offenders += mentions(path, name, identifiers=not own)
+            if own and f"rlrun.algorithms.{name}" in path.read_text():
+                offenders.append(f"{path.relative_to(ROOT)}: imports rlrun.algorithms.{name}")
+    assert not offenders, "algorithm names outside their module:\n" + "\n".join(offenders)
+
+
+def test_the_check_sees_a_name(tmp_path: Path) -> None:
+    """A table of names and a name-bearing factory are found; prose and comments are not."""
+    planted = tmp_path / "table.py"
+    planted.write_text(
+        '"""About sac."""\n\nON_POLICY = ("ppo", "a2c")  # ppo\nmake_sac_networks = 1\n'
+    )
+    found = mentions(planted, "ppo", tmp_path) + mentions(planted, "sac", tmp_path)
+    assert [m.split(": ", 1)[1] for m in found] == ['"ppo"', "make_sac_networks"]
+
+
+def test_layers_import_downward_without_circles() -> None:
+    """import-linter's contracts (pyproject.toml): cli > commands > run | commandline >
+    validation > checks > algorithms > builders > folders > config | errors > compat, and no
+    package whose modules import each other in a circle."""
+    proc = subprocess.run(
+        [BIN / "lint-imports", "--no-cache"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_the_front_end_reads_every_declaration_without_torch() -> None:
+    """Config mistakes answer before torch, TensorDict or TorchRL are imported: the console
+    script, the command-line checks and every algorithm's declaration are light."""
+    code = (
+        "import sys\n"
+        "import rlrun.cli, rlrun.commandline, rlrun.validation\n"
+        "from rlrun.algorithms import shipped\n"
+        "assert all(a.schema for a in shipped().values())\n"
+        "heavy = sorted(m for m in ('torch', 'tensordict', 'torchrl') if m in sys.modules)\n"
+        "print(','.join(heavy))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "", f"imported at start: {proc.stdout.strip()}"
