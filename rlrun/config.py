@@ -203,6 +203,18 @@ class GaussianNoiseConfig(TargetNetConfig):
 
 
 @dataclass
+class TwinDelayedConfig(TargetNetConfig):
+    """Twin Q with clipped target policy smoothing and an actor delayed to every
+    ``policy_delay`` critic steps (read by ``rlrun/builders/offpolicy.py``: ``twin_delayed``)."""
+
+    loss_function: RegressionLoss = MISSING
+    num_qvalue_nets: int = ranged(1)
+    policy_delay: int = ranged(1)
+    policy_noise: float = ranged(0)
+    noise_clip: float = ranged(0)
+
+
+@dataclass
 class CollectorConfig:
     """Data collection (read by ``rlrun/builders/collectors.py``)."""
 

@@ -10,20 +10,15 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from rlrun.algorithms import BOX, Algorithm
-from rlrun.config import GaussianNoiseConfig, ranged
+from rlrun.config import GaussianNoiseConfig, TwinDelayedConfig
 
 if TYPE_CHECKING:
     from rlrun.builders.training import Context, Training
 
 
 @dataclass
-class TD3Config(GaussianNoiseConfig):
-    """TD3's keys (``conf/algo/td3.yaml``)."""
-
-    num_qvalue_nets: int = ranged(1)
-    policy_delay: int = ranged(1)
-    policy_noise: float = ranged(0)
-    noise_clip: float = ranged(0)
+class TD3Config(GaussianNoiseConfig, TwinDelayedConfig):
+    """TD3's keys (``conf/algo/td3.yaml``): exploration noise, twin delayed critics."""
 
 
 def build(cfg: DictConfig, ctx: Context) -> Training:

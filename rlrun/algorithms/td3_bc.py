@@ -8,25 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from omegaconf import MISSING, DictConfig
+from omegaconf import DictConfig
 
 from rlrun.algorithms import BOX, Algorithm, Data
-from rlrun.config import RegressionLoss, TargetNetConfig, ranged
+from rlrun.config import TwinDelayedConfig, ranged
 
 if TYPE_CHECKING:
     from rlrun.builders.training import Context, Training
 
 
 @dataclass
-class TD3BCConfig(TargetNetConfig):
-    """TD3+BC's keys (``conf/algo/td3_bc.yaml``)."""
+class TD3BCConfig(TwinDelayedConfig):
+    """TD3+BC's keys (``conf/algo/td3_bc.yaml``): twin delayed critics and the BC weight."""
 
     alpha: float = ranged(0)
-    num_qvalue_nets: int = ranged(1)
-    policy_delay: int = ranged(1)
-    policy_noise: float = ranged(0)
-    noise_clip: float = ranged(0)
-    loss_function: RegressionLoss = MISSING
 
 
 def build(cfg: DictConfig, ctx: Context) -> Training:
