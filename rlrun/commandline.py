@@ -47,6 +47,30 @@ class Checked:
     force: tuple[str, ...] = ()
 
 
+SWEEP_ONLY = ("hydra/launcher", "hydra/sweeper", "hparams_search")  # groups Hydra reads with -m
+
+
+def check_sweep_settings(overrides: list[str]) -> None:
+    """A launcher, a sweeper or a search acts on a sweep only: without ``-m`` Hydra runs one job
+    in this process and ignores them, without a word."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return  # Hydra's own parser says what is wrong, with the composition
+    for override in parsed:
+        group = override.key_or_group
+        if group not in SWEEP_ONLY or override.is_delete() or override.value() in (None, "null"):
+            continue
+        raise ConfigError(
+            f"{override.input_line} takes effect in a sweep only (Hydra ignores it without -m): "
+            f"add -m to sweep (rlrun -m ... {override.input_line}), or drop it to train one run "
+            "here."
+        )
+
+
 def check_command_line(args: list[str]) -> Checked | None:
     """Compose what ``rlrun ARGS`` will run, with Hydra's own parser, and check it (every job
     of a basic sweep) before Hydra creates a run or sweep folder, for the console script to
@@ -69,6 +93,8 @@ def check_command_line(args: list[str]) -> Checked | None:
     if parsed.config_path or parsed.config_name or parsed.experimental_rerun:
         return None
     overrides = list(parsed.overrides)
+    if not parsed.multirun:
+        check_sweep_settings(overrides)
     extra = []
     if parsed.config_dir:
         extra = [f"hydra.searchpath=[file://{Path(parsed.config_dir).absolute()}]"]

@@ -104,6 +104,16 @@ CASES = {
     ),
     "device": (["device=gpu"], "device=gpu is not valid; use cpu, cuda, cuda:N or auto"),
     "sweep job": (["-m", "seed=0,1", "optim.lr=1e-3,-1"], "in the sweep's job seed=0 optim.lr=-1"),
+    "launcher without -m": (["hydra/launcher=joblib"], "add -m to sweep (rlrun -m ... hydra/"),
+    "search without -m": (["hparams_search=ppo_optuna"], "takes effect in a sweep only"),
+    "sequences longer than a row": (
+        ["+experiment=ppo_lstm", "algo.sequence_length=1000"],
+        "algo.sequence_length=1000 must divide the batch's time dimension",
+    ),
+    "random frames on-policy": (
+        ["collector.init_random_frames=64"],
+        "algo=ppo learns on-policy, from each fresh batch of its own policy",
+    ),
 }
 
 
