@@ -19,6 +19,7 @@ from hydra.errors import ConfigCompositionException, HydraException, MissingConf
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from rlrun import __version__
 from rlrun.algorithms import shipped
 from rlrun.commandline import check_command_line, describe_config_error, register_configs
 from rlrun.errors import ConfigError, RunError
@@ -49,6 +50,7 @@ Usage: rlrun [group=option ...] [key=value ...] [-m] [--cfg job] [--config-dir D
        rlrun reproduce RUN [KEY=VALUE ...]   the same run again; what differs
        rlrun check +experiment=NAME [seeds=3] [KEY=VALUE ...]   the preset against its reference
        rlrun record RUN episodes=N [noise=0.2 id=NAME]  a Minari dataset of the trained policy
+       rlrun --version                  rlrun's version, and TorchRL's, torch's, Hydra's
        python -m rlrun ...              the same as rlrun
 
 Pick configs and override keys on the command line; rlrun assembles a TorchRL Trainer and runs
@@ -130,6 +132,20 @@ def with_override(args: list[str], override: str) -> list[str]:
     return [override, *args]
 
 
+def version_text() -> str:
+    """rlrun's version and those of the libraries a result depends on, from the installed
+    packages' metadata (nothing imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for package in ("torchrl", "tensordict", "torch", "hydra-core"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"{package} not installed")
+    return f"rlrun {__version__} ({', '.join(found)})"
+
+
 def main() -> None:
     """Entry point of the console script (and ``python -m rlrun``): a subcommand
     (``report``, ``eval``, ``export``), ``rlrun --help`` or a Hydra run."""
@@ -142,6 +158,9 @@ def main() -> None:
         except (ConfigError, RunError) as err:
             print(f"rlrun: error: {err}", file=sys.stderr)
             sys.exit(2 if isinstance(err, ConfigError) else 1)
+    if args and args[0] in ("--version", "-V"):
+        print(version_text())
+        return
     if args and args[0] in ("--help", "-h"):
         print(_help_text(), end="")
         return

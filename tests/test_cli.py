@@ -17,6 +17,20 @@ def test_help_lists_groups_fast(workdir):
     assert elapsed < 10  # generous for a loaded CI box; the benchmark tracks the real figure
 
 
+def test_help_lists_each_algorithm_and_version_names_the_stack(workdir):
+    """``rlrun --help`` reads every algorithm's declaration; ``--version`` the installed stack."""
+    from importlib.metadata import version
+
+    from rlrun.algorithms import shipped
+
+    help_text = run_rlrun("--help", cwd=workdir).stdout
+    for name, algorithm in shipped().items():
+        assert f"  {name + ':':17s} {algorithm.summary}" in help_text
+    line = run_rlrun("--version", cwd=workdir).stdout.strip()
+    assert line.startswith(f"rlrun {version('rlrun')} (torchrl {version('torchrl')}, ")
+    assert f"torch {version('torch')}" in line
+
+
 def test_cfg_job_prints_composed_config(workdir):
     proc = run_rlrun("+experiment=ppo", "--cfg", "job", cwd=workdir)
     assert "total_frames: 100000" in proc.stdout
