@@ -14,11 +14,12 @@ stage, hooks act in the order ``build_trainer`` registers them, the ``hooks`` co
    frames join the online half of TorchRL's offline-to-online buffer (``pre_epoch``).
 2. ``pre_steps_log``: episode returns and lengths, frames/s, PPO's log-prob check, epsilon.
 3. unless still in ``collector.init_random_frames``, for each epoch and optimisation step:
-   ``process_optim_batch`` (PPO's minibatch, or a prioritized/slice replay sample, on the
-   learner's device), the update step (``rlrun/builders/updates.py``: off-policy with uniform
-   replay, one fused function that samples the storage itself, then loss, backward, clip,
-   optimiser step and soft target update; a hard target copy after it), ``post_loss`` (replay
-   priorities), ``post_optim``; then ``post_optim_complete_log`` (losses).
+   ``process_optim_batch`` (a stop signal that waited ends the steps here; PPO's minibatch, or a
+   prioritized/slice replay sample, on the learner's device), the update step
+   (``rlrun/builders/updates.py``: off-policy with uniform replay, one fused function that
+   samples the storage itself, then loss, backward, clip, optimiser step and soft target update;
+   a hard target copy after it), ``post_loss`` (replay priorities), ``post_optim``; then
+   ``post_optim_complete_log`` (losses).
 4. ``post_steps``: a NaN/inf loss stops the run (nothing of this batch is saved); trained
    weights to the collector's copy or workers, learning-rate annealing,
    torchsnapshot checkpoints, an Optuna trial's pruning check.
@@ -80,6 +81,7 @@ from rlrun.builders.hooks import (
     EpisodeStats,
     HookContext,
     LinearLRAnnealing,
+    StopWithinBatch,
     continue_progress_bar,
     register_config_hooks,
 )
@@ -271,6 +273,8 @@ def build_trainer(
     )
     # replay, exploration, the algorithm's hooks (PPO's advantages and minibatches), episode
     # statistics, losses: in this order on each batch (rlrun/builders/learners.py)
+    stop = StopWithinBatch()  # a stop signal ends the batch's optimisation within seconds
+    stop.register(trainer)
     for hook in learner.hooks(trainer, ac.actor, training, replay.hooks, stats):
         hook.register(trainer)
     in_place = runs_in_place(collector, policy)
@@ -289,7 +293,9 @@ def build_trainer(
     )
     if cfg.eval.every_frames:
         on_result = functools.partial(setattr, stats, "eval_return_last")
-        Evaluator(cfg.eval, eval_env, eval_policy, run_dir, on_result).register(trainer)
+        Evaluator(cfg.eval, eval_env, eval_policy, run_dir, on_result, stop.overdue).register(
+            trainer
+        )
     register_pruning(trainer, stats)  # only in a trial of a pruned Optuna search
     return trainer
 
@@ -319,8 +325,10 @@ def eval_env_factory(
 
 @contextmanager
 def stop_on_signals(trainer: Trainer) -> Iterator[list[str]]:
-    """Ctrl-C or SIGTERM asks the Trainer to stop after the current batch (TorchRL then saves a
-    checkpoint and leaves its loop); a second signal interrupts at once. Yields the signals seen."""
+    """Ctrl-C or SIGTERM asks the Trainer to stop: a batch still running after a few seconds
+    has its optimisation ended at the next step and an evaluation in progress dropped
+    (:class:`StopWithinBatch`), then TorchRL saves a checkpoint and leaves its loop; a second
+    signal interrupts at once. Yields the signals seen."""
     seen: list[str] = []
     if threading.current_thread() is not threading.main_thread():
         yield seen  # signal handlers can only be set from the main thread
@@ -373,7 +381,7 @@ def init_checkpoint(cfg: DictConfig) -> Path | None:
 
 def run_job(cfg: DictConfig) -> float | None:
     """Train one run in the Hydra run folder; whatever happens, close loggers and write
-    ``summary.json``. Ctrl-C/SIGTERM stop after the batch with a checkpoint (status
+    ``summary.json``. Ctrl-C/SIGTERM stop within the batch with a checkpoint (status
     ``interrupted``). Returns the final training return (a sweeper's objective)."""
     quiet_torchrl()
     run_dir = Path(HydraConfig.get().runtime.output_dir)

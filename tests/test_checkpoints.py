@@ -72,6 +72,37 @@ def stop_with_sigterm(cwd: Path, *args: str) -> Path:
     return run_dir
 
 
+def test_sigterm_inside_a_long_batch_stops_within_seconds_and_resumes(tmp_path: Path) -> None:
+    """A batch of 20,000 optimisation steps (SAC at 100 updates per frame; minutes on a CPU):
+    SIGTERM once its optimisation started ends it at the next step, with the checkpoint TorchRL
+    saves as it stops; resume= goes on from there. Before, the run finished the batch first."""
+    args = ["+experiment=sac", "collector.init_random_frames=0", "algo.utd_ratio=100",
+            "trainer.total_frames=400", "trainer.progress_bar=false",
+            "eval.every_frames=0"]  # fmt: skip
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    proc = subprocess.Popen(
+        [RLRUN, *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 240
+    # the first batch's statistics are logged just before its optimisation starts
+    while not list(tmp_path.glob("outputs/*/*/csv/scalars/train/fps.csv")):
+        assert proc.poll() is None and time.monotonic() < deadline, "run ended before a batch"
+        time.sleep(0.1)
+    time.sleep(1.0)  # well inside the batch's steps
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=240)
+    waited = time.monotonic() - sent
+    assert proc.returncode == 0, stderr
+    assert waited < 30, f"{waited:.0f} s from SIGTERM to exit"  # a scheduler's grace period
+    (run_dir,) = run_dirs(tmp_path)
+    assert summary(run_dir)["status"] == "interrupted" and summary(run_dir)["frames"] == 200
+    assert checkpoints(run_dir)[-1].name == "checkpoint-000000000200"
+
+    run_rlrun(f"resume={run_dir}", "algo.utd_ratio=0.05", cwd=tmp_path)  # 10 steps a batch
+    assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == 400
+
+
 @pytest.mark.xdist_group("hooks")
 def test_sigterm_then_resume_continues_like_an_uninterrupted_run(tmp_path: Path) -> None:
     stopped_cwd, full_cwd = tmp_path / "stopped", tmp_path / "full"

@@ -174,6 +174,16 @@ def check_progress_bar() -> str | None:
     return contains(Trainer.train, "self._pbar = tqdm(")
 
 
+def check_stop_requested() -> str | None:
+    from torchrl.trainers import Trainer
+
+    return first(
+        contains(Trainer.request_stop, "self._stop_training = True"),
+        contains(Trainer.train, "if self._stop_training:"),
+        contains(Trainer.optim_steps, "except StopIteration:"),  # how a hook ends the batch
+    )
+
+
 def check_run_post_loss_hooks() -> str | None:
     from torchrl.trainers import Trainer
 
@@ -552,6 +562,7 @@ ENTRIES = [
         check_trainer_checkpoint,
     ),
     Entry(T, ("progress_bar",), "Trainer._pbar", TORCHRL, check_progress_bar),
+    Entry(T, ("stop_requested",), "Trainer._stop_training", TORCHRL, check_stop_requested),
     Entry(
         T, ("run_post_loss_hooks",), "Trainer._post_loss_hook", TORCHRL, check_run_post_loss_hooks
     ),

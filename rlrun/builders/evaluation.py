@@ -31,16 +31,21 @@ log = logging.getLogger(__name__)
 
 
 @torch.no_grad()
-def run_episodes(env: EnvBase, policy: Any, max_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+def run_episodes(
+    env: EnvBase, policy: Any, max_steps: int, stopping: Callable[[], bool] = lambda: False
+) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Run one episode per sub-env, all at once, until each has finished (or ``max_steps``):
     the returns and lengths (``rlrun eval`` reports them one by one). Sub-envs that finish early
-    are reset and their steps ignored."""
+    are reset and their steps ignored. None when ``stopping()`` turns true on the way (a stop
+    signal: the run leaves without this evaluation)."""
     returns = torch.zeros(env.batch_size.numel(), device=env.device)  # env outputs' device
     lengths = torch.zeros_like(returns)
     running = torch.ones_like(returns, dtype=torch.bool)
     with set_exploration_type(ExplorationType.DETERMINISTIC):
         td = env.reset()
         for _ in range(max_steps):
+            if stopping():
+                return None
             td, next_td = env.step_and_maybe_reset(policy(td))
             returns += td.get(("next", "reward")).reshape(-1) * running
             lengths += running
@@ -61,12 +66,14 @@ class Evaluator(TrainerHookBase):
         policy: Any,
         run_dir: Path,
         on_result: Callable[[float], None],
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.cfg = cfg
         self.make_env = make_env
         self.policy = policy
         self.run_dir = run_dir
         self.on_result = on_result
+        self.stopping = stopping  # a stop that waited long enough: drop the evaluation
         self.env: EnvBase | None = None
         self.trainer: Trainer | None = None
         self.last_eval = 0
@@ -79,11 +86,15 @@ class Evaluator(TrainerHookBase):
             return env.rollout(self.cfg.max_steps, self.policy, break_when_any_done=True)
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, float]:
-        """Mean return and length of one episode per sub-env (:func:`run_episodes`)."""
+    def evaluate(self) -> dict[str, float] | None:
+        """Mean return and length of one episode per sub-env (:func:`run_episodes`); None when
+        the run is asked to stop meanwhile."""
         if self.env is None:
             self.env = self.make_env(num_envs=self.cfg.episodes)
-        returns, lengths = run_episodes(self.env, self.policy, self.cfg.max_steps)
+        done = run_episodes(self.env, self.policy, self.cfg.max_steps, self.stopping)
+        if done is None:
+            return None
+        returns, lengths = done
         return {
             "eval/episode_return": returns.mean().item(),
             "eval/episode_length": lengths.mean().item(),
@@ -124,8 +135,10 @@ class Evaluator(TrainerHookBase):
         frames = self.trainer.collected_frames
         if frames - self.last_eval < self.cfg.every_frames:
             return
-        self.last_eval = frames
         result = self.evaluate()
+        if result is None:  # dropped: the run is stopping, and waited long enough
+            return
+        self.last_eval = frames
         for key, value in result.items():  # straight to the loggers: no log_interval filter
             self.trainer.logger.log_scalar(key, value, step=frames)
         self.on_result(result["eval/episode_return"])

@@ -38,7 +38,7 @@ from torchrl.trainers import (
 import rlrun
 from rlrun.builders.devices import Placement
 from rlrun.builders.hook_entries import BUILTIN_NAMES, HOOK_POINTS, HookEntry
-from rlrun.compat.torchrl import progress_bar
+from rlrun.compat.torchrl import progress_bar, stop_requested
 from rlrun.errors import ConfigError, choose
 
 
@@ -316,3 +316,47 @@ def continue_progress_bar(trainer: Trainer) -> None:
             progress_bar(trainer).update(trainer.collected_frames)
 
     trainer.register_op("setup", advance)
+
+
+STOP_GRACE_S = 10.0  # how long a stop lets the batch end on its own: a short one ends exactly
+
+
+class StopWithinBatch(TrainerHookBase):
+    """A stop asked for mid-batch (SIGTERM, Ctrl-C, a scheduler's pre-emption signal) waits
+    :data:`STOP_GRACE_S` for the batch to end on its own, then ends its optimisation at the next
+    step: TorchRL's Trainer leaves its step loop when a ``process_optim_batch`` hook raises
+    ``StopIteration``, runs the batch's ``post_steps`` hooks (the NaN check, the weights to the
+    collector) and saves its checkpoint as it stops. Without it a stop waited for the whole
+    batch: 20,000 steps of a REDQ batch, minutes of an offline CQL one, past a scheduler's 30 s.
+    A batch that ends within the grace period stops as before, so its resume is exact.
+    Registered first, so no minibatch is drawn after the stop."""
+
+    def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
+        self.grace_s = grace_s
+        self.trainer: Trainer | None = None
+        self.seen: float | None = None  # when the requested stop was first seen
+
+    def overdue(self) -> bool:
+        """Whether a requested stop has waited its grace period: the batch's remaining steps,
+        and an evaluation in progress (``rlrun/builders/evaluation.py``), are then dropped."""
+        if self.trainer is None or not stop_requested(self.trainer):
+            return False
+        now = time.monotonic()
+        if self.seen is None:
+            self.seen = now
+        return now - self.seen >= self.grace_s
+
+    def __call__(self, batch: TensorDictBase) -> TensorDictBase:
+        if self.overdue():
+            raise StopIteration
+        return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+    def register(self, trainer: Trainer, name: str = "stop_within_batch") -> None:
+        self.trainer = trainer
+        trainer.register_op("process_optim_batch", self)

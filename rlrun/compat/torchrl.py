@@ -147,6 +147,15 @@ def progress_bar(trainer: Trainer) -> Any:
     return trainer._pbar
 
 
+def stop_requested(trainer: Trainer) -> bool:
+    """Whether the Trainer was asked to stop (``request_stop``: a signal, an early-stopping
+    hook): rlrun's hooks then end the batch's optimisation and skip its evaluation, so that the
+    run stops within seconds, not after the batch. Private (torchrl 0.14.1):
+    ``Trainer._stop_training``, which ``request_stop`` sets and ``train`` reads at the batch's
+    end; there is no public getter."""
+    return bool(trainer._stop_training)
+
+
 def run_post_loss_hooks(trainer: Trainer, batch: TensorDictBase) -> TensorDictBase:
     """Run the Trainer's ``post_loss`` hooks (replay priorities, users' hooks) on ``batch``.
     Private (torchrl 0.14.1): ``Trainer._post_loss_hook``; with an ``optimization_stepper`` the
