@@ -101,7 +101,7 @@ from rlrun.folders.resume import (
     requeued_checkpoint,
     submitit_job,
 )
-from rlrun.folders.run_dirs import shown
+from rlrun.folders.run_dirs import remove_refused_run, shown
 from rlrun.validation import validate
 
 log = logging.getLogger(__name__)
@@ -388,23 +388,31 @@ def run_job(cfg: DictConfig) -> float | None:
     # one writer per folder (rlrun/folders/folder_lock.py); a requeued submitit job waits for its
     # preempted predecessor's lock to go with it
     hold(run_dir, "run", wait_s=REQUEUE_WAIT_S if submitit_job() else 0)
+    # a fresh run's folder: Hydra made it for this job (the console script checked it unused)
+    fresh = not cfg.resume and not submitit_job() and not runs_in_sweep()
+    refused = False
     try:
         return train_in(run_dir, cfg)
+    except ConfigError:
+        refused = True  # before training: nothing was trained, nothing to keep
+        raise
     finally:
         release(run_dir)
+        if refused and fresh:
+            remove_refused_run(run_dir, f"{HydraConfig.get().job.name}.log")
 
 
 def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
     """:func:`run_job` in the folder it holds."""
     checkpoint = resume_checkpoint(cfg)
     init = init_checkpoint(cfg)
-    print(f"rlrun: run folder {shown(run_dir)}", flush=True)
     stats = EpisodeStats()
     trainer: Trainer | None = None
     saver: SnapshotSaver | None = None
     status, error = "failed", None
     signals: list[str] = []  # the stop signals seen; after submitit's preemption one, requeued
     started = ExitStack()  # collector and loggers, stopped however the job ends
+    training = refused = False  # a ConfigError before training is a refusal, not a failed run
     try:
         validate(cfg)  # again, for the jobs an Optuna search composes (the CLI checked the rest)
         record_environment(run_dir, cfg)  # versions, host, command: rlrun/folders/provenance.py
@@ -424,6 +432,8 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
         save = None
         if uses_ray(cfg) and not remote_learners(cfg):
             save = functools.partial(save_now, trainer, saver)
+        print(f"rlrun: run folder {shown(run_dir)}", flush=True)  # built: it trains
+        training = True
         with stop_on_signals(trainer) as signals, worker_failures(trainer, save):
             trainer.train()
             if saver is not None:
@@ -432,6 +442,9 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
     except KeyboardInterrupt:
         status = "interrupted"
     except Exception as err:
+        if isinstance(err, ConfigError) and not training:
+            refused = True  # a refusal: no summary; run_job removes what this run wrote
+            raise
         if not raised_by_a_second_signal(err):
             error = f"{type(err).__name__}: {err}"
             if is_pruned(err):  # stopped early by an Optuna search (rlrun/builders/pruning.py)
@@ -446,15 +459,16 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
         status = "interrupted"
     finally:
         started.close()  # loggers closed (a W&B or MLflow run ended), collector shut down
-        extra = {"error": error} if error else {}
-        frames = trainer.collected_frames if trainer is not None else 0
-        try:
-            write_summary(run_dir, stats, frames, status, **extra)
-        except OSError as err:  # it did not fit: the line above says why
-            if not out_of_space(err):
-                raise
-        unit = "steps" if data_source(cfg) == "dataset" else "frames"  # offline: optimisation
-        print_summary(run_dir, stats, frames, status, unit)
+        if not refused:
+            extra = {"error": error} if error else {}
+            frames = trainer.collected_frames if trainer is not None else 0
+            try:
+                write_summary(run_dir, stats, frames, status, **extra)
+            except OSError as err:  # it did not fit: the line above says why
+                if not out_of_space(err):
+                    raise
+            unit = "steps" if data_source(cfg) == "dataset" else "frames"  # offline: steps
+            print_summary(run_dir, stats, frames, status, unit)
     requeue_if_preempted(signals)  # preempted submitit job: submitit requeues it (resume.py)
     return stats.return_last
 

@@ -4,6 +4,7 @@ checkpoints are found by their checksums and skipped (or refused), torchsnapshot
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -17,6 +18,7 @@ import pytest
 import torch
 from conftest import RLRUN, TINY, csv_series, run_dirs, run_rlrun, summary
 
+import rlrun
 from rlrun.builders.checkpoints import VerifiedCheckpoint
 from rlrun.errors import ConfigError
 from rlrun.folders.checkpoint_files import damage, find_checkpoint, write_checksums
@@ -196,6 +198,22 @@ def test_checkpoint_with_pickled_code_is_refused(run_copy: Path, tmp_path: Path)
     line = one_line_error(run_rlrun(f"resume={checkpoint}", cwd=run_copy, check=False))
     assert "refused to load this checkpoint" in line
     assert not marker.exists()
+
+
+def test_a_checkpoint_of_a_newer_rlrun_is_refused_in_one_line(run_copy: Path) -> None:
+    """Its components may hold what this rlrun cannot read: refused before anything is loaded,
+    for resume= and rlrun eval alike, the run folder left as it was."""
+    checkpoint = checkpoints(run_copy)[-1]
+    assert json.loads((checkpoint / "rlrun.json").read_text()) == {"rlrun": rlrun.__version__}
+    (checkpoint / "rlrun.json").write_text(json.dumps({"rlrun": "99.0.0"}))
+    write_checksums(checkpoint)  # intact: written so by that rlrun
+    before = sorted(p.name for p in run_copy.rglob("*"))
+    for args in ([f"resume={run_copy}"], ["eval", str(run_copy)]):
+        proc = run_rlrun(*args, cwd=run_copy, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert f"written by rlrun 99.0.0, newer than this one ({rlrun.__version__})" in line
+    assert sorted(p.name for p in run_copy.rglob("*")) == before
 
 
 def weight_file(checkpoint: Path) -> Path:

@@ -197,12 +197,15 @@ def test_page_commands_run(page: Path, tmp_path_factory: pytest.TempPathFactory)
             continue
         fails = any("error:" in line for line in command.expected)
         started = time.monotonic()
+        before = set(reader.cwd.rglob(".hydra"))  # the run and sweep folders so far
         done = reader.type(command, budget=not fails)  # a shown mistake is run as it is
         output = done.stdout + done.stderr
         took = time.monotonic() - started
         assert (done.returncode != 0) == fails, (
             f"{command}: exit {done.returncode} ({took:.1f} s)\n{output}"
         )
+        if fails:  # a refusal leaves no run folder behind (docs/guides/errors.md)
+            assert set(reader.cwd.rglob(".hydra")) == before, f"{command}: left a run folder"
         for line in command.expected:
             assert " ".join(line.split()) in " ".join(output.split()), (
                 f"{command}: {line!r}\n{output}"

@@ -184,6 +184,17 @@ def test_discrete_offline_and_mismatched_spaces(workdir: Path) -> None:
     assert "algo.name is dqn there, iql here; policy." in proc.stderr  # what differs
     assert len(proc.stderr.strip().splitlines()) == 1
 
+    # the dataset's file cut short (a copy interrupted, a full disk): one line, no run left
+    (hdf5,) = (workdir / "datasets").rglob("*.hdf5")
+    hdf5.write_bytes(hdf5.read_bytes()[: hdf5.stat().st_size // 2])
+    runs = run_dirs(workdir)
+    proc = run_rlrun("+experiment=iql_discrete", f"dataset={tiny}", *OFFLINE, cwd=workdir,
+                     env=env, check=False)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
+    assert f"rlrun: error: dataset={tiny}:" in proc.stderr and "record it again" in proc.stderr
+    assert run_dirs(workdir) == runs  # the refused run's folder is gone
+
 
 def test_record_wants_a_run_folder(workdir: Path) -> None:
     (workdir / "outputs").mkdir()

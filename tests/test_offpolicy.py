@@ -88,14 +88,17 @@ def test_sac_memmap_pinned_transforms_tiny_run(workdir: Path) -> None:
     ]
 
 
-def test_dqn_needs_a_q_network(workdir: Path) -> None:
+def test_dqn_needs_a_q_network(tmp_path: Path) -> None:
     """Its own networks by default (policy._target_ null); a factory without a Q network is
-    refused in one line that names the fix."""
+    refused in one line that names the fix. Only the built policy shows it, after Hydra made
+    the run folder: the refusal takes the folder away again (no failed run to resume)."""
     factory = "policy._target_=rlrun.builders.policies.make_actor_critic"
-    proc = run_rlrun("algo=dqn", factory, *DQN_TINY, cwd=workdir, check=False)
+    proc = run_rlrun("algo=dqn", factory, *DQN_TINY, cwd=tmp_path, check=False)
     assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr  # one line
     assert "algo=dqn needs a Q-network" in proc.stderr
     assert "policy._target_=null" in proc.stderr
+    assert proc.stdout == "" and list(tmp_path.iterdir()) == []  # no folder, no summary
 
 
 def bounds(actor: torch.nn.Module) -> list[torch.Tensor]:

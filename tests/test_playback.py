@@ -135,6 +135,9 @@ def test_python_m_rlrun_is_the_console_script(tmp_path: Path) -> None:
         (["eval", "{damaged}"], "no intact checkpoint: checkpoint-000000001024: "),
         (["eval", "{damaged}", "checkpoint=step_1024"], "damaged checkpoint"),
         (["eval", "{old}"], "no env.normalize_observations (saved by an older rlrun); give it"),
+        (["eval", "{cut}"], "config.yaml cannot be read ("),
+        (["export", "{cut}", "format=torchscript"], "the folder's saved config is damaged"),
+        (["{cut_resume}"], "overrides.yaml cannot be read"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(
@@ -151,12 +154,19 @@ def test_bad_input_is_one_line_and_writes_nothing(
     shutil.copytree(ppo_run, old, ignore=shutil.ignore_patterns("eval"))
     config = old / ".hydra" / "config.yaml"  # as a run saved before that key existed
     config.write_text(config.read_text().replace("  normalize_observations: false\n", ""))
-    folders = {"tmp": tmp_path, "run": ppo_run, "bare": bare, "damaged": damaged, "old": old}
-    before = {name: files_of(path) for name, path in folders.items()}
+    cut = tmp_path / "cut"  # its saved config and overrides cut short (a copy interrupted)
+    shutil.copytree(ppo_run, cut, ignore=shutil.ignore_patterns("eval"))
+    for saved in (cut / ".hydra" / "config.yaml", cut / ".hydra" / "overrides.yaml"):
+        saved.write_text(saved.read_text()[: len(saved.read_text()) // 2] + '\n- ["unclosed')
+    folders = {"tmp": tmp_path, "run": ppo_run, "bare": bare, "damaged": damaged, "old": old,
+               "cut": cut, "cut_resume": f"resume={cut}"}  # fmt: skip
+    before = {name: files_of(path) for name, path in folders.items() if name != "cut_resume"}
     proc = run_rlrun(*(a.format(**folders) for a in args), cwd=tmp_path, check=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("rlrun: error: ") and message in proc.stderr
     assert "Traceback" not in proc.stderr
     assert len([line for line in proc.stderr.splitlines() if line.startswith("rlrun")]) == 1
-    assert {name: files_of(path) for name, path in folders.items()} == before
-    assert not any((path / "eval").exists() for path in (bare, damaged, old))
+    assert {
+        name: files_of(path) for name, path in folders.items() if name != "cut_resume"
+    } == before
+    assert not any((path / "eval").exists() for path in (bare, damaged, old, cut))

@@ -23,6 +23,7 @@ is refused.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tensordict import TensorDict, TensorDictBase
 from torchrl.data import (
     LazyTensorStorage,
@@ -58,7 +59,7 @@ from rlrun.builders.checkpoints import VerifiedCheckpoint, find_checkpoint
 from rlrun.builders.devices import Placement, placement
 from rlrun.builders.learners import make_remote_replay_buffer
 from rlrun.errors import ConfigError
-from rlrun.folders.run_dirs import RUN_CONFIG, is_run_dir
+from rlrun.folders.run_dirs import RUN_CONFIG, is_run_dir, load_saved
 
 Source = Literal["collector", "dataset", "both"]
 # what every loss reads of a transition (TorchRL's TED format)
@@ -149,9 +150,19 @@ def _minari_transitions(dataset_id: str) -> TensorDictBase:
     """
     import minari
 
-    dataset = minari.load_dataset(dataset_id)
-    episodes = []
-    for episode in dataset.iterate_episodes():
+    try:
+        dataset = minari.load_dataset(dataset_id)
+        episodes = list(dataset.iterate_episodes())
+    except (OSError, KeyError, ValueError, RuntimeError) as err:  # h5py's, Minari's own
+        why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        root = os.environ.get("MINARI_DATASETS_PATH", "~/.minari/datasets")
+        raise ConfigError(
+            f"dataset={dataset_id}: its files in {root} cannot be read ({type(err).__name__}: "
+            f"{why}); the dataset is damaged or incomplete: record it again (rlrun record RUN "
+            f"episodes=N id={dataset_id}) or fetch it again (minari download {dataset_id})."
+        ) from None
+    transitions = []
+    for episode in episodes:
         if isinstance(episode.observations, dict):
             raise ConfigError(
                 f"dataset={dataset_id} has dict observations; rlrun reads vector ones."
@@ -168,15 +179,15 @@ def _minari_transitions(dataset_id: str) -> TensorDictBase:
             ("next", "truncated"): truncated,
             ("next", "done"): terminated | truncated,
         }
-        episodes.append(TensorDict(step, batch_size=[len(episode.actions)]))
-    return torch.cat(episodes)
+        transitions.append(TensorDict(step, batch_size=[len(episode.actions)]))
+    return torch.cat(transitions)
 
 
 def _run_transitions(run_dir: Path, scratch: Path) -> TensorDictBase:
     """The transitions of a run's replay buffer as its newest checkpoint saved it (the buffer
     rebuilt from the run's config on the CPU, its storage in ``scratch``). That the run kept
     one was checked before the run started (``rlrun/checks/offline.py``)."""
-    saved = OmegaConf.load(run_dir / RUN_CONFIG)
+    saved = load_saved(run_dir / RUN_CONFIG)
     checkpoint = find_checkpoint(run_dir, "torch", key="dataset")
     if checkpoint is None:
         raise ConfigError(f"dataset={run_dir}: the run has no checkpoint holding its buffer.")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlrun.algorithms import Algorithm, Data, declared, shipped
 from rlrun.checks.packages import need
 from rlrun.config import RECURRENT_KINDS
 from rlrun.errors import ConfigError
-from rlrun.folders.run_dirs import RUN_CONFIG, is_run_dir
+from rlrun.folders.run_dirs import RUN_CONFIG, is_run_dir, load_saved
 
 
 def check_offline(cfg: DictConfig, algorithm: Algorithm) -> None:
@@ -75,7 +75,7 @@ def check_dataset(dataset: str) -> None:
     machine."""
     run_dir = Path(dataset).expanduser()
     if is_run_dir(run_dir):
-        saved = OmegaConf.load(run_dir / RUN_CONFIG)
+        saved = load_saved(run_dir / RUN_CONFIG)
         if declared(saved.algo).data == Data.ON_POLICY or saved.collector.kind == "none":
             raise ConfigError(
                 f"dataset={run_dir}: that run (algo={saved.algo.name}, collector="

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rlrun import __version__
 from rlrun.errors import ConfigError
 
 CHECKPOINT_DIR = "checkpoints"
@@ -30,6 +31,7 @@ CHECKSUMS = "checksums.json"
 NAME = re.compile(rf"{PREFIX}-\d+")
 # the file each backend's checkpoints always hold; its presence tells them apart
 MARKERS = {"torch": "manifest.json", "torchsnapshot": ".snapshot_metadata"}
+VERSION_FILE = "rlrun.json"  # the rlrun that wrote it (checkpoints before 2026-11-27 have none)
 log = logging.getLogger(__name__)
 
 
@@ -112,6 +114,7 @@ def staged(destination: Path) -> Iterator[Path]:
     stage = destination.parent / f".{destination.name}.stage-{uuid.uuid4().hex}"
     try:
         yield stage
+        (stage / VERSION_FILE).write_text(json.dumps({"rlrun": __version__}) + "\n")
         write_checksums(stage)
         publish(stage, destination)
     finally:
@@ -144,7 +147,7 @@ def find_checkpoint(path: Path, backend: str, key: str = "resume") -> Path | Non
         problem = damage(path, backend)
         if problem is not None:
             raise ConfigError(f"{key}={path}: damaged checkpoint: {problem}")
-        return path
+        return readable(path, key)
     folder = path / CHECKPOINT_DIR if (path / CHECKPOINT_DIR).is_dir() else path
     damaged: list[tuple[Path, str]] = []
     for candidate in reversed(checkpoint_dirs(folder)):
@@ -152,9 +155,29 @@ def find_checkpoint(path: Path, backend: str, key: str = "resume") -> Path | Non
         if problem is None:
             for bad, what in damaged:
                 log.warning("%s/%s: %s; using %s", folder.name, bad.name, what, candidate.name)
-            return candidate
+            return readable(candidate, key)
         damaged.append((candidate, problem))
     if damaged:
         found = "; ".join(f"{bad.name}: {what}" for bad, what in damaged)
         raise ConfigError(f"{key}={path}: no intact checkpoint: {found}")
     return None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def readable(checkpoint: Path, key: str) -> Path:
+    """``checkpoint``, unless a newer rlrun wrote it: its components may hold what this one
+    cannot read, so it is refused in one line before anything is loaded."""
+    try:
+        written_by = str(json.loads((checkpoint / VERSION_FILE).read_text())["rlrun"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return checkpoint  # an older rlrun's (no file): it reads as before
+    if _release(written_by) > _release(__version__):
+        raise ConfigError(
+            f"{key}={checkpoint}: written by rlrun {written_by}, newer than this one "
+            f"({__version__}); load it with rlrun {written_by} or later (pip install -U rlrun, "
+            "or git pull in a clone)."
+        )
+    return checkpoint

@@ -36,7 +36,7 @@ from rlrun.compat.hydra import HYDRA_BASIC_SWEEPER, basic_sweep_jobs
 from rlrun.errors import ConfigError
 from rlrun.folders.checkpoint_files import find_checkpoint
 from rlrun.folders.folder_lock import held_by, refusal
-from rlrun.folders.run_dirs import MULTIRUN_YAML, is_sweep_dir
+from rlrun.folders.run_dirs import MULTIRUN_YAML, is_sweep_dir, load_saved
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +100,11 @@ def resume_args(args: list[str]) -> list[str]:
     flags = [a for a in new if not _is_override(a)]  # --config-dir DIR, ...: after the overrides
     new = [a for a in new if _is_override(a)]
     new_keys = {_override_key(a) for a in new}
-    saved = OmegaConf.load(run_dir / ".hydra" / "overrides.yaml")
+    saved = load_saved(run_dir / ".hydra" / "overrides.yaml")
     kept = [
         str(a) for a in saved if _override_key(str(a)) not in new_keys | {"resume", "hydra.run.dir"}
     ]
-    hydra = OmegaConf.load(run_dir / ".hydra" / "hydra.yaml").hydra
+    hydra = load_saved(run_dir / ".hydra" / "hydra.yaml").hydra
     flags += config_dir_flags(hydra, flags)
     return [*kept, *new, f"hydra.run.dir={run_dir}", f"resume={path}", *flags]
 
@@ -124,7 +124,7 @@ def config_dir_flags(hydra: Any, flags: list[str]) -> list[str]:
 
 def load_sweep(sweep: Path) -> dict[str, Any]:
     """``<sweep>/multirun.yaml`` as plain data, interpolations left as written."""
-    saved = OmegaConf.to_container(OmegaConf.load(sweep / MULTIRUN_YAML), resolve=False)
+    saved = OmegaConf.to_container(load_saved(sweep / MULTIRUN_YAML), resolve=False)
     assert isinstance(saved, dict)
     return saved
 

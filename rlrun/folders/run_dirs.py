@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +33,21 @@ TRAINING_PLACEMENT = {
 }
 
 MULTIRUN_YAML = "multirun.yaml"  # Hydra's sweepers save the sweep's config there
+
+
+def load_saved(path: Path) -> Any:
+    """A YAML file a run or sweep saved (its config, overrides, Hydra's record), or one line
+    naming the file and the fix when it cannot be read (truncated, edited into invalid YAML)."""
+    from yaml import YAMLError
+
+    try:
+        return OmegaConf.load(path)
+    except (OSError, YAMLError, ValueError) as err:
+        why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ConfigError(
+            f"{path} cannot be read ({type(err).__name__}: {why}): the folder's saved config is "
+            "damaged; restore the file from a copy, or start a new run."
+        ) from None
 
 
 def is_run_dir(path: Path) -> bool:
@@ -118,7 +134,7 @@ def apply_overrides(cfg: DictConfig, overrides: Sequence[str]) -> None:
 def run_config(run_dir: Path, overrides: Sequence[str], device: str | None) -> DictConfig:
     """The run's saved composed config with ``overrides`` applied; ``device`` (if given) is the
     one to load on."""
-    cfg = OmegaConf.load(run_dir / RUN_CONFIG)
+    cfg = load_saved(run_dir / RUN_CONFIG)
     upgrade_network_factory(cfg)
     apply_overrides(cfg, overrides)
     if device is not None:
@@ -202,3 +218,30 @@ def check_folder_unused(folder: Path, sweep: bool) -> None:
 
 def _subfolders(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+
+
+# what a run writes into its folder (Hydra's .hydra/ and job log aside): a refused run's go
+RUN_ENTRIES = (".rlrun.lock", "environment.json", "summary.json", "csv", "tensorboard", "wandb",
+               "mlflow", "checkpoints", "replay_buffer", "videos")  # fmt: skip
+
+
+def remove_refused_run(run_dir: Path, job_log: str) -> None:
+    """Undo a fresh run refused after Hydra made its folder (a mistake only the built env or
+    policy shows): what Hydra and rlrun wrote there goes (``.hydra/``, the job's log
+    ``job_log``, :data:`RUN_ENTRIES`), then the folder and its parents up to the working folder
+    where they are left empty. Nothing else is touched: a ``hydra.run.dir`` of yours keeps
+    what it held. The refusal leaves nothing for ``rlrun resume`` or ``rlrun report`` to find."""
+    for name in (".hydra", job_log, *RUN_ENTRIES):
+        entry = run_dir / name
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        elif entry.exists() or entry.is_symlink():
+            entry.unlink(missing_ok=True)
+    cwd = Path.cwd().resolve()
+    folder = run_dir.resolve()
+    while folder != cwd and cwd in folder.parents:
+        try:
+            folder.rmdir()  # only an empty one
+        except OSError:
+            return
+        folder = folder.parent
