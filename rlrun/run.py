@@ -271,11 +271,10 @@ def build_trainer(
         **learner.trainer_kwargs,
         **trainer_checkpoint_kwargs(cfg, run_dir),
     )
-    # replay, exploration, the algorithm's hooks (PPO's advantages and minibatches), episode
-    # statistics, losses: in this order on each batch (rlrun/builders/learners.py)
-    stop = StopWithinBatch()  # a stop signal ends the batch's optimisation within seconds
-    stop.register(trainer)
-    for hook in learner.hooks(trainer, ac.actor, training, replay.hooks, stats):
+    # the stop check, replay, exploration, the algorithm's hooks (PPO's advantages and
+    # minibatches), episode statistics, losses: in this order on each batch (builders/learners.py)
+    stop = StopWithinBatch(trainer)  # a stop signal ends the batch within seconds
+    for hook in learner.hooks(trainer, ac.actor, training, replay.hooks, stats, stop):
         hook.register(trainer)
     in_place = runs_in_place(collector, policy)
     if in_place and not learner.remote:
@@ -392,9 +391,9 @@ def run_job(cfg: DictConfig) -> float | None:
     fresh = not cfg.resume and not submitit_job() and not runs_in_sweep()
     refused = False
     try:
-        return train_in(run_dir, cfg)
+        return train_in(run_dir, cfg, refusable=fresh)
     except ConfigError:
-        refused = True  # before training: nothing was trained, nothing to keep
+        refused = fresh  # a fresh run refused before training: nothing to keep
         raise
     finally:
         release(run_dir)
@@ -402,8 +401,9 @@ def run_job(cfg: DictConfig) -> float | None:
             remove_refused_run(run_dir, f"{HydraConfig.get().job.name}.log")
 
 
-def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
-    """:func:`run_job` in the folder it holds."""
+def train_in(run_dir: Path, cfg: DictConfig, refusable: bool = False) -> float | None:
+    """:func:`run_job` in the folder it holds. ``refusable``: a ConfigError before training is
+    a refusal (a fresh single run's), not a failed run (a sweep's job, a resumed run)."""
     checkpoint = resume_checkpoint(cfg)
     init = init_checkpoint(cfg)
     stats = EpisodeStats()
@@ -442,7 +442,7 @@ def train_in(run_dir: Path, cfg: DictConfig) -> float | None:
     except KeyboardInterrupt:
         status = "interrupted"
     except Exception as err:
-        if isinstance(err, ConfigError) and not training:
+        if isinstance(err, ConfigError) and refusable and not training:
             refused = True  # a refusal: no summary; run_job removes what this run wrote
             raise
         if not raised_by_a_second_signal(err):

@@ -174,7 +174,8 @@ def test_fused_off_policy_step_samples_and_updates_targets_as_the_hook_path(
     with built(tmp_path, "+experiment=sac", "collector.init_random_frames=0") as (cfg, trainer):
         step = trainer.optimization_stepper
         assert step.sampler is not None and step.inner_target is not None
-        assert not trainer._process_optim_batch_ops  # nothing samples outside the step
+        # only the stop hook (a stop signal ends the batch's steps): nothing samples outside
+        assert len(trainer._process_optim_batch_ops) == 1
         batch = trainer._process_batch_hook(next(iter(trainer.collector)))
         assert int(step.sampler.stored) == len(trainer.replay_buffer)
         loss = copy.deepcopy(trainer.loss_module)

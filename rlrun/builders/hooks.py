@@ -329,17 +329,18 @@ class StopWithinBatch(TrainerHookBase):
     collector) and saves its checkpoint as it stops. Without it a stop waited for the whole
     batch: 20,000 steps of a REDQ batch, minutes of an offline CQL one, past a scheduler's 30 s.
     A batch that ends within the grace period stops as before, so its resume is exact.
-    Registered first, so no minibatch is drawn after the stop."""
+    Registered first, so no minibatch is drawn after the stop; not with Ray learners, whose
+    batch runs on the learners (TorchRL refuses ``process_optim_batch`` hooks there)."""
 
-    def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
+    def __init__(self, trainer: Trainer, grace_s: float = STOP_GRACE_S) -> None:
+        self.trainer = trainer
         self.grace_s = grace_s
-        self.trainer: Trainer | None = None
         self.seen: float | None = None  # when the requested stop was first seen
 
     def overdue(self) -> bool:
         """Whether a requested stop has waited its grace period: the batch's remaining steps,
         and an evaluation in progress (``rlrun/builders/evaluation.py``), are then dropped."""
-        if self.trainer is None or not stop_requested(self.trainer):
+        if not stop_requested(self.trainer):
             return False
         now = time.monotonic()
         if self.seen is None:
@@ -358,5 +359,4 @@ class StopWithinBatch(TrainerHookBase):
         pass
 
     def register(self, trainer: Trainer, name: str = "stop_within_batch") -> None:
-        self.trainer = trainer
         trainer.register_op("process_optim_batch", self)

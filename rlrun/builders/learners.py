@@ -73,15 +73,17 @@ class Learner:
         training: Training,
         replay_hooks: list[TrainerHookBase],
         stats: TrainerHookBase,
+        stop: TrainerHookBase,
     ) -> list[TrainerHookBase]:
-        """The hooks that act on each batch, in the order they act: the replay's, the
-        algorithm's collection and batch hooks, episode statistics and loss logging; with Ray
-        learners, which sample, update their targets and log their losses themselves, the
-        driver's side of them, collection hooks and statistics."""
+        """The hooks that act on each batch, in the order they act: ``stop`` (a stop signal
+        ends the batch's steps), the replay's, the algorithm's collection and batch hooks,
+        episode statistics and loss logging; with Ray learners, which sample, update their
+        targets and log their losses themselves, the driver's side of them, collection hooks
+        and statistics."""
         if self.remote:
             return [RemoteLearners(trainer, actor, training.exploration), *training.collect_hooks,
                     stats]  # fmt: skip
-        return [*replay_hooks, *training.collect_hooks, *training.hooks, stats, LossLog()]
+        return [stop, *replay_hooks, *training.collect_hooks, *training.hooks, stats, LossLog()]
 
     def sends_weights(self, collector_kind: str) -> bool:
         """Whether the learners send trained weights to the collector themselves: rank 0 to
