@@ -87,9 +87,11 @@ def defined_on_first_use(module: str, **factories: Callable[[], type]) -> Callab
     return __getattr__
 
 
+@functools.cache
 def shipped() -> dict[str, Algorithm]:
     """rlrun's own algorithms by name: every module of this package that declares
-    ``ALGORITHM`` (imported light: declarations only)."""
+    ``ALGORITHM`` (imported light: declarations only), found once per process (validation asks
+    for every job of a sweep)."""
     found = {}
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
