@@ -248,3 +248,19 @@ def test_a_hook_on_each_sample_keeps_sampling_in_the_trainer(tmp_path: Path) -> 
         step = trainer.optimization_stepper
         step.step(trainer, trainer._process_optim_batch_hook(batch))
     assert seen == [cfg.replay_buffer.batch_size]
+
+
+def test_dqn_copies_its_target_every_target_update_period_steps(tmp_path: Path) -> None:
+    """``algo.target_update_period=4`` copies on steps 4, 8, 12, ... (TorchRL's ``HardUpdate``,
+    asked for 4, copies every 5th: rlrun asks it for one less)."""
+    overrides = ["+experiment=dqn", "algo.target_update_period=4", "collector.init_random_frames=0"]
+    with built(tmp_path, *overrides) as (_, trainer):
+        batch = trainer._process_batch_hook(next(iter(trainer.collector)))
+        target = trainer.loss_module.target_value_network_params
+        before = target.clone()
+        moved = []
+        for _ in range(13):
+            trainer.optimization_stepper.step(trainer, trainer._process_optim_batch_hook(batch))
+            moved.append(bool((target != before).any()))
+            before = target.clone()
+    assert moved == [step % 4 == 0 for step in range(1, 14)], moved

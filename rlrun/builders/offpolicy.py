@@ -119,8 +119,15 @@ def hard_or_soft(cfg: DictConfig, loss: LossModule) -> TargetNetUpdater:
     """``algo.target_update``: a hard copy every ``algo.target_update_period`` optimisation
     steps, or a soft update with ``algo.tau`` after each."""
     if cfg.target_update == "hard":
-        return HardUpdate(loss, value_network_update_interval=cfg.target_update_period)
+        return hard_update(loss, cfg.target_update_period)
     return SoftUpdate(loss, tau=cfg.tau)
+
+
+def hard_update(loss: LossModule, period: int) -> HardUpdate:
+    """TorchRL's ``HardUpdate`` copying every ``period`` steps. Asked for an interval of N, it
+    counts to N and copies on the step after, every N + 1 steps (torchrl 0.14.1; the counter is
+    public): given N - 1, it copies every N, as ``algo.target_update_period`` promises."""
+    return HardUpdate(loss, value_network_update_interval=period - 1)
 
 
 def off_policy(
