@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rlrun import __version__
 from rlrun.algorithms import shipped
 from rlrun.commandline import check_command_line, describe_config_error, register_configs
+from rlrun.compat.hydra import known_mode
 from rlrun.errors import ConfigError, RunError
 from rlrun.folders.folder_lock import hold
 from rlrun.folders.provenance import COMMAND_ENV
@@ -181,6 +182,7 @@ def main() -> None:
             argv = [f"++{a}" if a in checked.force else a for a in sys.argv[1:]]
             sys.argv[1:] = with_override(argv, f"{checked.key}={path_value(checked.folder)}")
             hold(checked.folder, "run", command=args)
+            known_mode(checked.mode)  # composed once above: Hydra need not compose to read it
         _hydra_main()
     except ConfigError as err:
         print(f"rlrun: error: {err}", file=sys.stderr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from pathlib import Path
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
@@ -45,6 +46,7 @@ class Checked:
     key: str
     folder: Path
     force: tuple[str, ...] = ()
+    mode: Any = None  # the config's hydra.mode (a RunMode, or None: -m decides)
 
 
 SWEEP_ONLY = ("hydra/launcher", "hydra/sweeper", "hparams_search")  # groups Hydra reads with -m
@@ -133,7 +135,7 @@ def check_command_line(args: list[str]) -> Checked | None:
         if enumerated:
             groups = set(cfg.hydra.runtime.choices)
             force = keys_of_swept_groups(overrides, groups, extra)
-    return Checked(key, folder, force)
+    return Checked(key, folder, force, cfg.hydra.mode)
 
 
 def keys_of_swept_groups(

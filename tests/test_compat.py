@@ -431,6 +431,15 @@ def check_basic_sweeper() -> str | None:
     )
 
 
+def check_known_mode() -> str | None:
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import _run_hydra
+
+    if "hydra.get_mode(config_name=config_name, overrides=overrides)" not in source(_run_hydra):
+        return "hydra.main no longer asks Hydra.get_mode for the run mode"
+    return params(Hydra.get_mode, "self", "config_name", "overrides")
+
+
 def check_hydra_basic_sweeper() -> str | None:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeperConf
 
@@ -654,6 +663,7 @@ ENTRIES = [
         HYDRA,
         check_hydra_basic_sweeper,
     ),
+    Entry(H, ("known_mode",), "Hydra.get_mode, as _run_hydra calls it", HYDRA, check_known_mode),
     Entry(H, ("basic_sweep_jobs",), "BasicSweeper.split_arguments", HYDRA, check_basic_sweep_jobs),
     Entry(
         H,

@@ -19,6 +19,7 @@ from typing import Any
 from hydra._internal import utils as _utils
 from hydra._internal.core_plugins import basic_launcher as _basic_launcher
 from hydra._internal.core_plugins import basic_sweeper as _basic_sweeper
+from hydra._internal.hydra import Hydra
 from hydra.core.override_parser.types import Override
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
@@ -35,6 +36,15 @@ def args_parser() -> argparse.ArgumentParser:
     (hydra-core 1.3.8): ``hydra._internal.utils.get_args_parser``; the public ``hydra.main``
     parses ``sys.argv`` and runs the task, it does not hand the parsed arguments back."""
     return _utils.get_args_parser()
+
+
+def known_mode(mode: Any) -> None:
+    """Hand Hydra the run mode (``hydra.mode``: RUN, MULTIRUN or None) that the console script
+    read from its own composition, so that Hydra does not compose the whole config a further
+    time only to read it (0.43 s of a 5.6 s tiny run, 2026-11-27). Private (hydra-core 1.3.8):
+    ``Hydra.get_mode``, which ``hydra.main`` calls before composing the config it runs; this
+    process runs one Hydra app, so the answer holds for its one call."""
+    Hydra.get_mode = lambda self, config_name, overrides: mode
 
 
 def basic_sweeper_class() -> type[Sweeper]:
