@@ -39,12 +39,13 @@ def check(preset: str, cwd: Path) -> dict:
         finals.append(json.loads(summary.read_text()).get("eval_return_last"))
     return {"command": " ".join(command), "exit_status": proc.returncode, "line": tail[0],
             "notes": tail[1:], "final_eval_returns": finals, "wall_s": round(wall),
-            "load_average_at_start": round(load, 2)}  # fmt: skip
+            "load_average_at_start": round(load, 2),
+            "date": date.today().isoformat()}  # fmt: skip
 
 
 def main() -> int:
     presets = sys.argv[1:] or PRESETS
-    results = {"date": date.today().isoformat(), "machine": machine(), "checks": {}}
+    results = {"machine": machine(), "checks": {}}
     for preset in presets:
         with tempfile.TemporaryDirectory() as tmp:
             print(f"-- rlrun check +experiment={preset} seeds={SEEDS}", flush=True)
@@ -54,20 +55,26 @@ def main() -> int:
     old = json.loads(path.read_text())["checks"] if path.exists() else {}
     results["checks"] = {**old, **results["checks"]}  # a subset run keeps the others' figures
     path.write_text(json.dumps(results, indent=1) + "\n")
+    write_table(results)
+    return 0
+
+
+def write_table(results: dict) -> None:
+    """bench/results/references.md: one row per preset, each with the date it was measured."""
     rows = [
         f"| `{r['command']}` | {r['line']} | {r['exit_status']} | {r['wall_s']} "
-        f"| {r.get('load_average_at_start', 'not recorded')} |"
+        f"| {r.get('load_average_at_start', 'not recorded')} | {r['date']} |"
         for r in results["checks"].values()
     ]
     (RESULTS / "references.md").write_text(
         "### Presets against their references (`bench/bench_references.py`)\n\n"
-        f"Measured {results['date']} on {machine()}; the IQM of 3 seeds' final evaluation "
-        "(5 deterministic episodes at the reference's frames), its 95% stratified bootstrap "
-        "interval, and the published figure.\n\n"
-        "| command | result | exit status | wall s | load average at start |\n"
-        "|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        f"Measured on {results['machine']}; the IQM of 3 seeds' final evaluation (5 "
+        "deterministic episodes at the reference's frames), its 95% stratified bootstrap "
+        "interval, and the published figure. Wall seconds are speed figures only at a load "
+        "average near 0 at the start.\n\n"
+        "| command | result | exit status | wall s | load average at start | date |\n"
+        "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )
-    return 0
 
 
 if __name__ == "__main__":
