@@ -282,6 +282,7 @@ class TrainerConfig:
     total_frames: int = ranged(1)
     log_every_frames: int = ranged(0)
     progress_bar: bool = MISSING
+    progress_every_s: float = ranged(0)
     num_threads: int | None = ranged(1)
     learner_backend: LearnerBackend = MISSING
     num_learners: int = ranged(1)

@@ -88,6 +88,7 @@ from rlrun.builders.hooks import (
 from rlrun.builders.learners import make_learner, remote_learners
 from rlrun.builders.loggers import make_logger
 from rlrun.builders.policies import build_policy
+from rlrun.builders.progress import ProgressLines, wants_lines
 from rlrun.builders.pruning import is_pruned, register_pruning
 from rlrun.builders.ray_runtime import cpus_reserved, ray_session, uses_ray
 from rlrun.builders.training import Context
@@ -254,6 +255,7 @@ def build_trainer(
     logger.log_hparams(cfg)
 
     learner.prepare(collector)
+    progress_lines = wants_lines(cfg.trainer.progress_bar)
     trainer = Trainer(
         collector=collector,
         total_frames=cfg.trainer.total_frames,
@@ -263,7 +265,7 @@ def build_trainer(
         loss_module=training.loss,
         optimizer=optimizer,
         logger=logger,
-        progress_bar=cfg.trainer.progress_bar,
+        progress_bar=cfg.trainer.progress_bar and not progress_lines,  # tqdm on a terminal
         log_interval=cfg.trainer.log_every_frames,
         auto_log_optim_steps=False,
         replay_buffer=replay.buffer,  # registered in the checkpoint by the Trainer
@@ -283,6 +285,8 @@ def build_trainer(
         weight_sync_hook(collector, policy).register(trainer)
     if cfg.optim.anneal_lr:
         LinearLRAnnealing(optimizer, cfg.trainer.total_frames).register(trainer)
+    if progress_lines:  # no terminal: a plain line every trainer.progress_every_s instead
+        ProgressLines(stats, cfg.trainer.progress_every_s).register(trainer)
     obs_stats = next((t for t in env.transform if isinstance(t, VecNormV2)), None)
     eval_env = eval_env_factory(cfg, ac, obs_stats)
     # the actor in the eval phase's recurrent mode, on the learner, stepping a CPU env

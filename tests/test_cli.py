@@ -117,6 +117,19 @@ def test_a_run_says_where_it_is_and_ends_with_a_summary(workdir):
     assert lines[-1].startswith(f"rlrun: report: rlrun report {where}  (train on: rlrun resume=")
 
 
+def test_without_a_terminal_progress_is_plain_lines(workdir) -> None:
+    """stderr is a pipe here, as under SLURM or nohup: no tqdm redraws (carriage returns) in
+    the log, a plain progress line after a batch instead, at most one per progress_every_s."""
+    import re
+
+    args = [a for a in TINY if a != "trainer.progress_bar=false"]
+    proc = run_rlrun("+experiment=ppo", *args, "trainer.progress_every_s=0", cwd=workdir)
+    assert "\r" not in proc.stdout + proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("rlrun: progress: ")]
+    pattern = r"rlrun: progress: (\d+)/1024 frames \(\d+%\), \d+ frames/s, return \S+, ETA \S+"
+    assert [int(re.fullmatch(pattern, line)[1]) for line in lines] == [512, 1024], lines
+
+
 def test_runs_started_together_get_folders_of_their_own(workdir) -> None:
     """Two runs started in the same second (two terminals, a SLURM array) with the default
     folders: each trains into its own, named by start time and a random tag (issue #35)."""

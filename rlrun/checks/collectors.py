@@ -12,7 +12,8 @@ def check_collector(cfg: DictConfig, env: DictConfig) -> None:
     if env.normalize_observations and (cfg.kind != "sync" or env.parallel):
         raise ConfigError(
             "env.normalize_observations=true keeps its statistics in this process, where "
-            "evaluation and checkpoints read them; use collector=sync with env.parallel=false."
+            "evaluation and checkpoints read them; use collector=sync with env.parallel=false, "
+            "or set env.normalize_observations=false."
         )
     if cfg.kind == "ray" and cfg.sync and cfg.frames_per_batch % cfg.num_workers:
         raise ConfigError(
