@@ -74,7 +74,7 @@ def test_ppo_lstm_on_four_ray_workers_survives_a_killed_worker(workdir: Path) ->
     tiny = [arg for arg in TINY if not arg.startswith("trainer.total_frames=")]
     proc = subprocess.Popen(
         [RLRUN, "+experiment=ppo_lstm", *tiny, "collector=ray", "collector.num_workers=4",
-         "trainer.total_frames=10000000"],
+         "env.normalize_observations=false", "trainer.total_frames=10000000"],
         cwd=workdir, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
         start_new_session=True,
     )  # fmt: skip
@@ -102,7 +102,7 @@ def test_ppo_lstm_on_four_ray_workers_survives_a_killed_worker(workdir: Path) ->
     more = stopped["frames"] + 1024
     run_ray(f"resume={run_dir}", f"trainer.total_frames={more}", cwd=workdir)
     assert summary(run_dir)["status"] == "completed" and summary(run_dir)["frames"] == more
-    # each batch: the 4 workers' 128 frames, 16 envs each, as [64 envs, 8 steps]
+    # each batch: the 4 workers' 128 frames, 8 envs each, as [32 envs, 16 steps]
     steps = [step for step, _ in series(run_dir, "loss_critic")]
     assert steps[-2:] == [more - 512, more] and steps == sorted(steps)  # the counters went on
     assert all(value > 0 for _, value in series(run_dir, "loss_critic"))
