@@ -10,6 +10,8 @@ Writes bench/results/offline.{json,md} (Pendulum-v1) or offline_<env>.{json,md}.
                                                           cql gets a third: ~5 steps/s on CPU)
     .venv/bin/python bench/bench_offline.py 10000 env=inverted_pendulum sac_frames=30000 \
         algos=bc,iql,td3_bc                              (MuJoCo; the algorithms named)
+    .venv/bin/python bench/bench_offline.py 10000 algos=cql cql_steps=3000
+                                                         (cql alone, at its own step count)
     .venv/bin/python bench/bench_offline.py --table [env=...]   (the .md again from the .json)
 """
 
@@ -113,6 +115,8 @@ def main() -> int:
         for name, dataset in datasets.items():
             for algo in algos:
                 n = steps // 3 if algo == "cql" else steps
+                if algo == "cql" and "cql_steps" in options:
+                    n = int(options["cql_steps"])
                 args = [f"+experiment={algo}", *on_env, f"dataset={dataset['id']}",
                         f"trainer.total_frames={n}", f"eval.every_frames={n}",
                         f"eval.episodes={EVAL}"]  # fmt: skip

@@ -246,3 +246,36 @@ def test_cql_conservative_term_is_the_official_codes() -> None:
         expected = expected + (torch.logsumexp(cat, 1).mean() - pred.mean()) * weight
     torch.testing.assert_close(term, expected)
     assert data["cql_q1_loss"].shape == (batch,)  # one gap per state
+
+
+def test_discrete_cql_bootstraps_from_its_target_network() -> None:
+    """cql_discrete's TD target is reward + gamma * max Q of the target network at s' (TorchRL
+    0.14.1's DiscreteCQLLoss took it from the online network: its estimator ignores
+    ``params=``)."""
+    from torchrl.envs import GymEnv
+    from torchrl.objectives import ValueEstimators
+
+    from rlrun.algorithms.cql import TargetedDiscreteCQL
+    from rlrun.builders.policies import make_qvalue_actor
+
+    torch.manual_seed(0)
+    env = GymEnv("CartPole-v1")
+    ac = make_qvalue_actor(observation_spec=env.observation_spec, action_spec=env.action_spec)
+    loss = TargetedDiscreteCQL(ac.qvalue, loss_function="l2", delay_value=True,
+                               action_space=env.action_spec)  # fmt: skip
+    loss.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
+    with torch.no_grad():  # a target network unlike the online one
+        for p in loss.target_value_network_params.values(True, True):
+            p.add_(torch.randn_like(p))
+    data = env.rollout(8, break_when_any_done=False)
+    out = loss(data.clone())
+    reward = data["next", "reward"].squeeze(-1)
+    alive = (~data["next", "terminated"]).squeeze(-1).float()
+    expected = {}
+    for name in ("target_value_network_params", "value_network_params"):
+        with getattr(loss, name).to_module(loss.value_network):
+            next_q = loss.value_network(data["next"].clone())["action_value"].max(-1).values
+        expected[name] = (reward + 0.99 * alive * next_q).mean()
+    torch.testing.assert_close(out["target_value"], expected["target_value_network_params"])
+    assert not torch.isclose(out["target_value"], expected["value_network_params"])
+    assert torch.isfinite(out["loss_qvalue"]) and out["loss_qvalue"].requires_grad

@@ -2,8 +2,8 @@
 env's action space. Continuous: TorchRL's ``CQLLoss`` on a TanhNormal actor, twin Q and a
 learned temperature, the conservative term weighted by ``algo.min_q_weight`` (or tuned by a
 Lagrange multiplier, ``algo.with_lagrange``) and computed as the CQL authors' code does
-(:class:`ConservativeSAC`). Discrete: ``DiscreteCQLLoss`` on a greedy Q network. Soft target
-updates either way."""
+(:class:`ConservativeSAC`). Discrete: ``DiscreteCQLLoss`` on a greedy Q network, its TD target
+from the target network (:class:`TargetedDiscreteCQL`). Soft target updates either way."""
 
 from __future__ import annotations
 
@@ -114,7 +114,58 @@ def _conservative_sac() -> type:
     return ConservativeSAC
 
 
-__getattr__ = defined_on_first_use(__name__, ConservativeSAC=_conservative_sac)
+def _targeted_discrete_cql() -> type:
+    """:class:`TargetedDiscreteCQL`, made on first use (its base: TorchRL's ``DiscreteCQLLoss``)."""
+    import torch
+    from tensordict import TensorDictBase
+    from torchrl.objectives import DiscreteCQLLoss
+    from torchrl.objectives.utils import distance_loss
+
+    from rlrun.compat.torchrl import reduce_loss
+
+    class TargetedDiscreteCQL(DiscreteCQLLoss):
+        """TorchRL's ``DiscreteCQLLoss`` whose TD target comes from its target network.
+
+        TorchRL 0.14.1's ``value_loss`` hands the target parameters to the value estimator as
+        ``params=``, a keyword the estimator ignores (it reads ``target_params``), so the target
+        came from the online network and the soft target updates did nothing: on a CartPole-v1
+        expert dataset its Q values grew to 2.6e8 in 20k steps and the policy returned 9
+        (2026-11-27). The rest is TorchRL's ``value_loss`` as it is."""
+
+        def value_loss(self, tensordict: TensorDictBase) -> tuple[torch.Tensor, dict]:
+            td_copy = tensordict.clone(False)
+            with self.value_network_params.to_module(
+                self.value_network, preserve_module_state=False
+            ):
+                self.value_network(td_copy)
+            action = tensordict.get(self.tensor_keys.action)
+            pred_val = td_copy.get(self.tensor_keys.action_value)
+            if self.action_space == "categorical":
+                if action.shape != pred_val.shape:
+                    action = action.unsqueeze(-1)
+                pred_val_index = torch.gather(pred_val, -1, index=action).squeeze(-1)
+            else:
+                pred_val_index = (pred_val * action.to(torch.float)).sum(-1)
+            target_value = self.value_estimator.value_estimate(
+                td_copy, target_params=self.target_value_network_params.detach()
+            ).squeeze(-1)
+            td_error = (pred_val_index - target_value).pow(2).unsqueeze(-1)
+            tensordict.set(self.tensor_keys.priority, td_error, inplace=True)
+            tensordict.set(self.tensor_keys.pred_val, pred_val, inplace=True)
+            loss = 0.5 * distance_loss(pred_val_index, target_value, self.loss_function)
+            metadata = {
+                "td_error": td_error.mean(0).detach(),
+                "pred_value": pred_val.mean().detach(),
+                "target_value": target_value.mean().detach(),
+            }
+            return reduce_loss(self, loss, tensordict), metadata
+
+    return TargetedDiscreteCQL
+
+
+__getattr__ = defined_on_first_use(
+    __name__, ConservativeSAC=_conservative_sac, TargetedDiscreteCQL=_targeted_discrete_cql
+)
 
 
 def networks(
@@ -133,14 +184,12 @@ def networks(
 
 def build(cfg: DictConfig, ctx: Context) -> Training:
     """CQL on ``ac.actor`` and ``ac.qvalue`` (discrete: ``ac.qvalue`` is the greedy actor)."""
-    from torchrl.objectives import DiscreteCQLLoss
-
     from rlrun.builders.offpolicy import off_policy, require_qvalue
 
     require_qvalue(ctx.ac, cfg.name)
     spec = ctx.ac.actor.spec["action"]
     if spec.domain == "discrete":
-        loss = DiscreteCQLLoss(
+        loss = __getattr__("TargetedDiscreteCQL")(
             ctx.ac.qvalue, loss_function=cfg.loss_function, delay_value=True, action_space=spec
         )
         return off_policy(cfg, loss, ctx.frames_per_batch)
