@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := dev,launchers,optuna,report,video,torchsnapshot,mlflow,mujoco,export,atari,envpool,ray,offline,docs
+EXTRAS := dev,launchers,optuna,report,video,torchsnapshot,mlflow,mujoco,export,atari,envpool,ray,offline,multiagent,docs
 
 .PHONY: install run test lint format bench docs clean
 

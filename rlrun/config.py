@@ -32,7 +32,8 @@ def _choices(name: str, *values: str) -> type[StrEnum]:
     return StrEnum(name, list(values), module=__name__)
 
 
-EnvBackend = _choices("EnvBackend", "gym_vector", "gym", "envpool")
+EnvBackend = _choices("EnvBackend", "gym_vector", "gym", "envpool", "vmas")
+MULTI_AGENT_BACKENDS = ("vmas",)  # env backends whose envs hold a team of agents
 StartMethod = _choices("StartMethod", "fork", "spawn", "forkserver")
 PolicyKind = _choices("PolicyKind", "mlp", "lstm", "gru", "cnn")
 RECURRENT_KINDS = ("lstm", "gru")  # policy kinds with a hidden state
@@ -132,6 +133,7 @@ class PolicyConfig:
     recurrent_critic: bool = MISSING
     state_dependent_std: bool = MISSING
     recurrent_mode: dict[str, bool] = MISSING
+    share_params: bool = MISSING
     compile: bool = MISSING
     cudagraphs: bool = MISSING
 
@@ -157,6 +159,18 @@ class OnPolicyConfig(AlgoConfig):
     gae_lambda: float = ranged(**PROBABILITY)
     entropy_coef: float = ranged(0)
     critic_coef: float = ranged(0)
+
+
+@dataclass
+class ClipPPOConfig(OnPolicyConfig):
+    """Clipped PPO's keys, for one agent or a team (``conf/algo/ppo.yaml``, ``mappo.yaml``)."""
+
+    clip_epsilon: float = ranged(**POSITIVE)
+    normalize_advantage: bool = MISSING
+    epochs: int = ranged(1)
+    minibatch_size: int = ranged(1)
+    sequence_length: int | None = ranged(1)
+    logprob_check_tol: float = ranged(**POSITIVE)
 
 
 @dataclass

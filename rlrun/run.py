@@ -74,7 +74,7 @@ from rlrun.builders.datasets import DatasetFeed, data_source, make_replay
 from rlrun.builders.determinism import make_deterministic
 from rlrun.builders.devices import on_device, placement
 from rlrun.builders.disk import out_of_space
-from rlrun.builders.envs import make_env
+from rlrun.builders.envs import action_spec, make_env
 from rlrun.builders.evaluation import Evaluator
 from rlrun.builders.hook_entries import parse_hooks, reads_samples
 from rlrun.builders.hooks import (
@@ -202,9 +202,8 @@ def build_trainer(
 
     algorithm = declared(cfg.algo)  # what it can do, as data (rlrun/algorithms/<name>.py)
     env = make_env(cfg.env, seed=cfg.seed, start_method=where.env_start_method)  # on the CPU
-    action_spec = env.full_action_spec["action"]
     policy_cfg = policy_config(cfg)  # policy._target_, or the algorithm's own networks
-    ac = build_policy(policy_cfg, env.observation_spec, action_spec, where.learner)
+    ac = build_policy(policy_cfg, env.observation_spec, action_spec(env), where.learner)
     for transform in ac.env_transforms():  # InitTracker and recurrent-state primers
         env.append_transform(transform)
     fresh = fresh_batches(cfg.collector)

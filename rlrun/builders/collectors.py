@@ -40,7 +40,7 @@ from torchrl.weight_update import (
 
 from rlrun.builders.copying import COPYABLE_ATTR, copy_problem, declared_not_copyable
 from rlrun.builders.devices import CPU, Placement, ray_worker_gpus
-from rlrun.builders.envs import make_env
+from rlrun.builders.envs import action_spec, make_env
 from rlrun.builders.policies import build_policy
 from rlrun.compat.torchrl import StridedTrajectoryPool, learner_actors
 from rlrun.errors import ConfigError, RunError
@@ -268,7 +268,7 @@ def _checked_worker_factory(
         return None
     factory_cfg = policy_cfg.copy()
     factory_cfg._target_ = target
-    specs = (env.observation_spec, env.full_action_spec["action"])
+    specs = (env.observation_spec, action_spec(env))
     worker_factory = functools.partial(
         _worker_policy, factory_cfg, *specs, where.collector_policy, exploration
     )

@@ -50,3 +50,29 @@ def check_env_id(env_id: str) -> None:
         f"env.id={env_id} is not a registered gymnasium env.{hint} Your own env: "
         "env.imports=[<module that registers it>]."
     )
+
+
+def vmas_scenarios() -> list[str]:
+    """The scenario names VMAS ships (its ``vmas/scenarios/*.py`` and the MPE ones under
+    ``mpe/``), found without importing it: VMAS imports torch."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("vmas")
+    if spec is None or spec.origin is None:
+        return []
+    root = Path(spec.origin).parent / "scenarios"
+    found = [p for d in (root, root / "mpe") for p in d.glob("*.py")]
+    return sorted(p.stem for p in found if not p.stem.startswith("_"))
+
+
+def check_vmas_scenario(name: str) -> None:
+    """Fail with the nearest scenario names when VMAS has no scenario ``name``."""
+    import difflib
+
+    known = vmas_scenarios()
+    if name in known:
+        return
+    near = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f"nearest: {', '.join(near)}" if near else f"one of: {', '.join(known)}"
+    raise ConfigError(f"env.id={name} is not a VMAS scenario ({hint}).")

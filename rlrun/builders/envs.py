@@ -17,7 +17,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDictBase
-from torchrl.data import Composite
+from tensordict.utils import NestedKey
+from torchrl.data import Composite, TensorSpec
 from torchrl.envs import (
     Compose,
     DoubleToFloat,
@@ -37,6 +38,7 @@ from torchrl.envs.transforms import VecNormV2
 import rlrun.compat.tensordict  # noqa: F401  (a speed fix, applied on import)
 from rlrun.builders import atari
 from rlrun.builders.env_ids import check_env_id, import_env_modules
+from rlrun.builders.vmas_env import make_vmas_env, team_transforms
 
 # MuJoCo renders (eval.video) through EGL, which needs no display; MUJOCO_GL set by the user wins.
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -95,6 +97,8 @@ def _base_env(cfg: DictConfig, num_envs: int, start_method: str) -> EnvBase:
         from rlrun.builders.envpool_env import make_envpool_env
 
         return make_envpool_env(cfg, num_envs)
+    if cfg.backend == "vmas":
+        return make_vmas_env(cfg, num_envs)
     kwargs = OmegaConf.to_container(cfg.kwargs, resolve=True) or {}
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
@@ -151,6 +155,37 @@ def observation_norm(stats: VecNormV2 | None) -> Transform:
     return VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-8, reduce_batch_dims=True)
 
 
+def _one_agent_transforms(
+    cfg: DictConfig, env: EnvBase, observation_stats: VecNormV2 | None, training: bool
+) -> list[Transform]:
+    """Step count and episode return, float32 observations, ``env.obs_mask``,
+    ``env.normalize_observations`` and the Atari training transforms."""
+    transforms = [StepCounter(), RewardSum()]
+    if env.observation_spec["observation"].dtype == torch.float64:  # MuJoCo: float32 for the nets
+        transforms.append(DoubleToFloat(in_keys=["observation"]))
+    if cfg.obs_mask is not None:
+        transforms.append(ObservationMask(cfg.obs_mask))
+    if cfg.normalize_observations:
+        transforms.append(observation_norm(observation_stats))
+    if cfg.atari is not None and training:
+        transforms += atari.training_transforms(cfg.atari)
+    return transforms
+
+
+def policy_keys(env: EnvBase) -> tuple[NestedKey, NestedKey]:
+    """The observation a policy reads and the action it writes: ``observation`` and ``action``,
+    or a team's ``("agents", "observation")`` and ``("agents", "action")``."""
+    action = env.action_key
+    group = action[:-1] if isinstance(action, tuple) else ()
+    return (*group, "observation") if group else "observation", action
+
+
+def action_spec(env: EnvBase) -> TensorSpec:
+    """The spec of what the policy writes: ``action``, or a multi-agent env's
+    ``("agents", "action")`` (``[*batch, n_agents, ...]``)."""
+    return env.full_action_spec[env.action_key]
+
+
 def make_env(
     cfg: DictConfig,
     num_envs: int | None = None,
@@ -164,17 +199,13 @@ def make_env(
     ``observation_stats``: normalise with the training env's statistics (evaluation);
     ``training``: false for an evaluation env (Atari: no episodic life, no reward clipping)."""
     import_env_modules(cfg.imports)  # your gymnasium ids (env.imports), in this process too
-    check_env_id(cfg.id)
-    env = _base_env(cfg, num_envs or cfg.num_envs, start_method)
-    transforms = [StepCounter(), RewardSum()]
-    if env.observation_spec["observation"].dtype == torch.float64:  # MuJoCo: float32 for the nets
-        transforms.append(DoubleToFloat(in_keys=["observation"]))
-    if cfg.obs_mask is not None:
-        transforms.append(ObservationMask(cfg.obs_mask))
-    if cfg.normalize_observations:
-        transforms.append(observation_norm(observation_stats))
-    if cfg.atari is not None and training:
-        transforms += atari.training_transforms(cfg.atari)
+    if cfg.backend == "vmas":  # a team of agents (rlrun/builders/vmas_env.py)
+        env = _base_env(cfg, num_envs or cfg.num_envs, start_method)
+        transforms = team_transforms(env)  # the team's reward, step count and returns
+    else:
+        check_env_id(cfg.id)
+        env = _base_env(cfg, num_envs or cfg.num_envs, start_method)
+        transforms = _one_agent_transforms(cfg, env, observation_stats, training)
     transforms += [instantiate(t) for t in cfg.transforms]
     env = TransformedEnv(env, Compose(*transforms))
     if seed is not None:

@@ -153,11 +153,12 @@ def require_critic(ac: ActorCritic, algo: str) -> None:
         raise ConfigError(f"algo={algo} needs a critic: the policy factory returned critic=None.")
 
 
-def make_gae(cfg: DictConfig, ac: ActorCritic, loss: LossModule) -> GAE:
-    """GAE with ``algo.gamma`` and ``algo.gae_lambda`` on ``ac.critic``, writing the keys
-    ``loss`` reads (``advantage``, ``value_target``)."""
+def make_gae(cfg: DictConfig, ac: ActorCritic, loss: LossModule, estimator: type[GAE] = GAE) -> GAE:
+    """GAE (or the ``estimator`` subclass: a team's ``MultiAgentGAE``) with ``algo.gamma`` and
+    ``algo.gae_lambda`` on ``ac.critic``, reading the value, reward and done keys ``loss`` reads
+    and writing those it takes (``advantage``, ``value_target``)."""
     loss.set_keys(value_target="value_target", advantage="advantage")
-    return GAE(
+    gae = estimator(
         gamma=cfg.gamma,
         lmbda=cfg.gae_lambda,
         value_network=ac.critic,
@@ -167,6 +168,10 @@ def make_gae(cfg: DictConfig, ac: ActorCritic, loss: LossModule) -> GAE:
         deactivate_vmap=ac.recurrent,
         shifted=False,
     )
+    keys = loss.tensor_keys
+    shared = ("value", "reward", "done", "terminated", "advantage", "value_target")
+    gae.set_keys(**{key: getattr(keys, key) for key in shared})
+    return gae
 
 
 def on_policy(
@@ -178,12 +183,14 @@ def on_policy(
     epochs: int = 1,
     sequence_length: int | None = None,
     logprob_check_tol: float | None = None,
+    estimator: type[GAE] = GAE,
 ) -> Training:
     """``loss`` trained on each fresh batch: GAE advantages (``algo.gamma``,
     ``algo.gae_lambda``), then ``epochs`` passes over minibatches of ``minibatch_size`` frames
     (whole sequences of ``sequence_length`` steps for a recurrent policy), the log-probs checked
-    against the collected ones first (``logprob_check_tol``; None: no check)."""
-    advantage = make_gae(cfg, ctx.ac, loss)
+    against the collected ones first (``logprob_check_tol``; None: no check); ``estimator``:
+    the advantages' class (a team's: ``MultiAgentGAE``)."""
+    advantage = make_gae(cfg, ctx.ac, loss, estimator)
     hook = OnPolicyBatches(
         advantage,
         loss,

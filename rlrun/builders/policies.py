@@ -238,7 +238,7 @@ def make_actor_critic(
     dist_keys = ["loc", "scale"] if continuous else ["logits"]
     extractor = None
     if continuous:
-        n_out, extractor = _normal_head(n_out, state_dependent_std)
+        n_out, extractor = normal_head(n_out, state_dependent_std)
     actor = BoundedActor(
         trunk("actor", extractor, n_out, dist_keys),
         in_keys=dist_keys,
@@ -326,7 +326,7 @@ def make_stochastic_actor_q(
     return ActorCritic(actor=actor.to(device), qvalue=qvalue.to(device))
 
 
-def _normal_head(n_out: int, state_dependent_std: bool) -> tuple[int, nn.Module]:
+def normal_head(n_out: int, state_dependent_std: bool) -> tuple[int, nn.Module]:
     """The network's output width and the module that splits it into ``loc`` and ``scale``:
     both from the network, or (``state_dependent_std`` false) one learned log-std per action
     dim, as CleanRL's and TorchRL's PPO MuJoCo recipes and the IQL paper's actor."""
@@ -351,7 +351,7 @@ def tanh_normal_actor(
             "discrete: choose an algorithm for discrete actions (rlrun --help lists them)."
         )
     obs_dim = observation_spec["observation"].shape[-1]
-    n_out, head = _normal_head(n_out, state_dependent_std)
+    n_out, head = normal_head(n_out, state_dependent_std)
     body = nn.Sequential(mlp(obs_dim, n_out, sizes, act), head)
     return BoundedActor(
         TensorDictModule(body, ["observation"], ["loc", "scale"]),

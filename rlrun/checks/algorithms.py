@@ -8,7 +8,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.algorithms import Algorithm, Data, shipped
 from rlrun.checks.ranges import check_node_ranges
-from rlrun.config import RECURRENT_KINDS
+from rlrun.config import MULTI_AGENT_BACKENDS, RECURRENT_KINDS
 from rlrun.errors import ConfigError
 
 
@@ -19,6 +19,7 @@ def check_algorithm(cfg: DictConfig, algorithm: Algorithm) -> None:
     algorithm's own rules (``Algorithm.check``)."""
     name = cfg.algo.get("name")
     check_schema(cfg.algo, algorithm)
+    check_agents(cfg, algorithm)
     random_frames = cfg.collector.get("init_random_frames")
     if algorithm.data == Data.ON_POLICY and random_frames:
         raise ConfigError(
@@ -28,10 +29,14 @@ def check_algorithm(cfg: DictConfig, algorithm: Algorithm) -> None:
         )
     kind = cfg.policy.get("kind")
     if kind in RECURRENT_KINDS and not algorithm.sequences:
-        fits = [n for n, a in shipped().items() if a.sequences]
+        fits = [
+            f"algo={n}, "
+            for n, a in shipped().items()
+            if a.sequences and a.multi_agent == algorithm.multi_agent
+        ]
         raise ConfigError(
             f"algo={name} cannot train a recurrent policy (policy={kind}); use "
-            f"algo={' or algo='.join(fits)}, or policy=mlp."
+            f"{' or '.join(fits)}{'or ' if fits else ''}policy=mlp."
         )
     if cfg.algo.get("cudagraphs") and not algorithm.cudagraphs:
         known = [n for n, a in shipped().items() if a.cudagraphs]
@@ -70,4 +75,24 @@ def check_actions(cfg: DictConfig, algorithm: Algorithm, space: str) -> None:
         f"algo={cfg.algo.get('name')} needs a {' or '.join(algorithm.actions)} action space, but "
         f"env.id={cfg.env.id} has a {space} one; use algo={' or algo='.join(fits) or '?'} "
         f"(with its preset, e.g. +experiment={fits[0] if fits else '<name>'})."
+    )
+
+
+def check_agents(cfg: DictConfig, algorithm: Algorithm) -> None:
+    """A team algorithm on a multi-agent env (``env.backend=vmas``), a one-agent algorithm on a
+    gymnasium env; else the algorithms that fit."""
+    team = cfg.env.backend in MULTI_AGENT_BACKENDS
+    if algorithm.multi_agent == team:
+        return
+    fits = [n for n, a in shipped().items() if a.multi_agent == team and a.data != Data.OFFLINE]
+    use = f"use algo=<one of: {', '.join(fits)}>"
+    name = cfg.algo.get("name")
+    if team:
+        raise ConfigError(
+            f"algo={name} trains one agent, but env.backend={cfg.env.backend} "
+            f"(env.id={cfg.env.id}) is a team of agents: {use} (e.g. +experiment=mappo_navigation)."
+        )
+    raise ConfigError(
+        f"algo={name} trains a team of agents, but env.id={cfg.env.id} has one agent: "
+        f"{use}, or env=vmas for a multi-agent scenario."
     )

@@ -9,9 +9,9 @@ import json
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun.algorithms import declared
-from rlrun.builders.env_ids import check_env_id
+from rlrun.builders.env_ids import check_env_id, check_vmas_scenario
 from rlrun.checks.algorithms import check_actions
-from rlrun.config import RECURRENT_KINDS
+from rlrun.config import MULTI_AGENT_BACKENDS, RECURRENT_KINDS
 from rlrun.errors import ConfigError
 
 
@@ -38,6 +38,16 @@ def check_observations(cfg: DictConfig) -> None:
             "env.parallel=true runs gymnasium envs in worker processes; env.backend=envpool "
             "steps its envs in its own threads (env.num_threads): set env.parallel=false."
         )
+    if env.backend == "vmas":
+        check_vmas_scenario(env.id)
+    if env.backend in MULTI_AGENT_BACKENDS:
+        single = {"obs_mask": env.obs_mask, "normalize_observations": env.normalize_observations}
+        for key, value in {**single, "parallel": env.parallel, "atari": env.atari}.items():
+            if value:
+                raise ConfigError(
+                    f"env.{key}={value} is for single-agent gymnasium envs; "
+                    f"env.backend={env.backend} simulates its envs itself: drop it."
+                )
     if env.backend == "envpool" and env.kwargs:
         raise ConfigError(
             f"env.kwargs={OmegaConf.to_container(env.kwargs)} are gymnasium.make arguments, "
@@ -69,16 +79,22 @@ def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
 
 
 def check_env(cfg: DictConfig) -> None:
-    """The env exists, its packages are installed, the algorithm can act in it, and evaluation
-    can render it."""
-
+    """The env exists, its packages are installed, the algorithm can act in it (one agent or a
+    team, its action space), and evaluation can render it."""
+    algorithm = declared(cfg.algo)
+    if cfg.env.backend == "vmas":  # VMAS's default: continuous actions
+        continuous = cfg.env.kwargs.get("continuous_actions", True)
+        check_actions(cfg, algorithm, "Box" if continuous else "Discrete")
+        if cfg.eval.video:
+            raise ConfigError("eval.video=true: rlrun records gymnasium envs only; set it false.")
+        return
     if cfg.env.backend == "envpool":
         from rlrun.builders.envpool_env import envpool_task
 
         envpool_task(cfg.env)
     kwargs = OmegaConf.to_container(cfg.env.kwargs, resolve=True)
     space, render_modes = _env_facts(cfg.env.id, json.dumps(kwargs, sort_keys=True))
-    check_actions(cfg, declared(cfg.algo), space)
+    check_actions(cfg, algorithm, space)
     if cfg.eval.video and "rgb_array" not in render_modes:
         raise ConfigError(
             f"eval.video=true, but env.id={cfg.env.id} cannot render frames (render modes: "

@@ -23,6 +23,7 @@ EXTRAS = {
     "envpool": "envpool",
     "ray": "ray",
     "minari": "offline",
+    "vmas": "multiagent",
     "hydra_plugins.hydra_ray_launcher": "ray",
 }
 
@@ -65,8 +66,8 @@ def check_optional_packages(cfg: DictConfig) -> None:
         need("ale_py", f"env.id={cfg.env.id}")
     if cfg.env.atari is not None:
         need("cv2", "the Atari preprocessing (env.atari)")
-    if cfg.env.backend == "envpool":
-        need("envpool", "env.backend=envpool")
+    if cfg.env.backend in ("envpool", "vmas"):
+        need(cfg.env.backend, f"env.backend={cfg.env.backend}")
     if cfg.collector.kind == "ray":
         need("ray", "collector=ray")
     if cfg.trainer.learner_backend == "ray":

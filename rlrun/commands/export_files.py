@@ -47,15 +47,16 @@ def real_samples(trained: Trained, policy: TensorPolicy) -> tuple[tuple, tuple]:
     from torchrl.envs import RenameTransform
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+    observation = policy.in_keys[0]
     env = trained.make_env(num_envs=SAMPLE_ENVS)
-    env.insert_transform(0, RenameTransform(["observation"], [RAW], create_copy=True))
+    env.insert_transform(0, RenameTransform([observation], [RAW], create_copy=True))
     try:
         with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
             td = env.rollout(SAMPLE_STEPS, trained.policy, break_when_any_done=False)
     finally:
         env.close()
     td = td.reshape(-1)
-    inputs = tuple(td.get(RAW if k == "observation" else k) for k in policy.in_keys)
+    inputs = tuple(td.get(RAW if k == observation else k) for k in policy.in_keys)
     return inputs, tuple(td.get(k) for k in policy.out_keys)
 
 
@@ -180,8 +181,8 @@ def sidecar(
 
     env = trained.make_env()
     try:
-        raw = env.base_env.observation_spec["observation"]
-        action = env.full_action_spec["action"]
+        raw = env.base_env.observation_spec[policy.in_keys[0]]
+        action = env.full_action_spec[policy.out_keys[0]]
     finally:
         env.close()
     inputs, outputs = samples
@@ -196,7 +197,7 @@ def sidecar(
             "low": _bounds(action.space.low[(0,) * (action.ndim - 1)]),
             "high": _bounds(action.space.high[(0,) * (action.ndim - 1)]),
         }
-    state = [n for n in policy.input_names if n not in ("observation", "is_init")]
+    state = [n for n in policy.input_names[1:] if n != "is_init"]  # after the observation
     return {
         "format": fmt,
         "file": name,

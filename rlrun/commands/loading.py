@@ -204,7 +204,7 @@ def _rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
     from rlrun.algorithms import policy_config
     from rlrun.builders.checkpoints import held_for_reading
     from rlrun.builders.devices import on_device, placement
-    from rlrun.builders.envs import make_env
+    from rlrun.builders.envs import action_spec, make_env
     from rlrun.builders.policies import build_policy
     from rlrun.run import eval_env_factory
     from rlrun.validation import check_env
@@ -217,9 +217,9 @@ def _rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
     with held_for_reading(choose, backend) as (path, held):
         train_env = make_env(cfg.env, num_envs=1)  # the training env's transforms, their state
         try:
-            device, action_spec = where.eval_policy, train_env.full_action_spec["action"]
+            device, actions = where.eval_policy, action_spec(train_env)
             policy = policy_config(cfg)  # null _target_: the algorithm's own networks
-            ac = build_policy(policy, train_env.observation_spec, action_spec, device)
+            ac = build_policy(policy, train_env.observation_spec, actions, device)
             load_weights(ac.actor, train_env, held, backend, device)
             frames = frames_of(held)
         finally:
@@ -297,17 +297,20 @@ class TensorPolicy(nn.Module):
 
     def __init__(self, trained: Trained) -> None:
         super().__init__()
+        from rlrun.builders.envs import policy_keys
+
         env = trained.make_env()
         try:
             pipeline = observation_pipeline(trained, env)
+            observation, action = policy_keys(env)  # a team's: ("agents", ...)
         finally:
             env.close()
         actor = trained.ac.rollout_policy("eval")
         steps = [EnvStep(t) for t in pipeline]
         module = TensorDictSequential(*steps, actor)
         state = [k for k in module.in_keys if ("next", k) in module.out_keys]
-        self.in_keys = ["observation", *state, *(k for k in module.in_keys if k == "is_init")]
-        self.out_keys = ["action", *(("next", k) for k in state)]
+        self.in_keys = [observation, *state, *(k for k in module.in_keys if k == "is_init")]
+        self.out_keys = [action, *(("next", k) for k in state)]
         self.module = TensorDictSequential(*steps, actor, selected_out_keys=self.out_keys)
         self.module.to(trained.device)
         self.pipeline = pipeline  # the env's observation transforms, built in
@@ -318,7 +321,9 @@ class TensorPolicy(nn.Module):
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         if len(tensors) != len(self.in_keys):
             raise TypeError(f"this policy takes {', '.join(self.input_names)}")
-        td = TensorDict(dict(zip(self.in_keys, tensors, strict=True)), tensors[0].shape[:1])
+        td = TensorDict(batch_size=tensors[0].shape[:1])
+        for key, tensor in zip(self.in_keys, tensors, strict=True):
+            td.set(key, tensor)
         with set_exploration_type(ExplorationType.DETERMINISTIC):
             out = self.module(td)
         values = tuple(out.get(k) for k in self.out_keys)

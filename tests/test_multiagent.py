@@ -1,0 +1,79 @@
+"""Teams of agents through the real ``rlrun`` console script: a VMAS scenario trained by MAPPO
+with TensorBoard logs, continued by ``resume=``, evaluated (team return), exported (the
+per-agent policy over the agent dimension) and trained by IPPO with worker processes; and the
+refusals that name the fix. Learning: ``tests/test_learning.py``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import run_dirs, run_rlrun, summary
+from test_loggers import tensorboard_series
+
+pytest.importorskip("vmas")
+
+# mappo_navigation at a test's size: 20 envs x 20 steps a batch, two minibatches, one pass
+SMALL = [
+    "+experiment=mappo_navigation",
+    "env.num_envs=20",
+    "env.max_episode_steps=20",  # episodes end within a batch: a team return to log
+    "collector.frames_per_batch=400",
+    "algo.minibatch_size=200",
+    "algo.epochs=1",
+    "policy.hidden_sizes=[32,32]",
+    "trainer.progress_bar=false",
+]
+
+
+def test_mappo_trains_resumes_evaluates_and_exports_the_team(workdir: Path) -> None:
+    run_rlrun(*SMALL, "trainer.total_frames=400", "logger=[csv,tensorboard]", cwd=workdir)
+    (run,) = run_dirs(workdir)
+    assert summary(run)["frames"] == 400
+    (logged,) = tensorboard_series(run, "train/episode_return")  # the team's, at 400 frames
+    assert logged[0] == 400 and logged[1] == pytest.approx(summary(run)["train_return_last"])
+
+    proc = run_rlrun(f"resume={run}", "trainer.total_frames=800", cwd=workdir)
+    assert "resumed from" in proc.stdout + proc.stderr
+    assert summary(run)["status"] == "completed" and summary(run)["frames"] == 800
+
+    proc = run_rlrun("eval", str(run), "episodes=4", cwd=workdir)
+    (result,) = run.glob("eval/*/eval.json")
+    returns = json.loads(result.read_text())["returns"]
+    assert len(returns) == 4 and all(math.isfinite(r) for r in returns)
+
+    run_rlrun("export", str(run), "format=onnx", cwd=workdir)
+    specs = json.loads((run / "export" / "policy.onnx.json").read_text())
+    assert specs["inputs"][0] == {
+        "name": "agents_observation", "shape": ["batch", 3, 18], "dtype": "float32"
+    }  # fmt: skip
+    assert specs["action"]["shape"] == [3, 2] and specs["action"]["encoding"] == "continuous"
+    assert specs["verified"]["runtime"] == "onnxruntime"
+
+
+def test_ippo_trains_with_worker_processes(workdir: Path) -> None:
+    run_rlrun(*SMALL, "algo=ippo", "collector=multi_sync", "collector.num_workers=2",
+              "trainer.total_frames=800", cwd=workdir)  # fmt: skip
+    (run,) = run_dirs(workdir)
+    assert summary(run)["frames"] == 800 and math.isfinite(summary(run)["train_return_last"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["env=vmas", "env.id=navigaton", "algo=mappo"],
+         "env.id=navigaton is not a VMAS scenario (nearest: navigation)."),
+        (["env=vmas", "algo=ppo"], "algo=ppo trains one agent, but env.backend=vmas"),
+        (["algo=mappo"], "algo=mappo trains a team of agents, but env.id=CartPole-v1 has one"),
+        (["+experiment=mappo_navigation", "env.kwargs.continuous_actions=false", "algo=sac"],
+         "algo=sac trains one agent"),
+        (["+experiment=mappo_navigation", "policy=lstm"],
+         "algo=mappo cannot train a recurrent policy (policy=lstm); use policy=mlp."),
+    ],
+)  # fmt: skip
+def test_a_team_mistake_is_one_line(args: list[str], message: str, workdir: Path) -> None:
+    proc = run_rlrun(*args, cwd=workdir, check=False)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (workdir / "outputs").exists()
