@@ -15,6 +15,12 @@ class RunError(Exception):
     printed in one line without a traceback (exit 1), the cause's own traceback is above."""
 
 
+class EnvError(RunError):
+    """The env broke a rule the run relies on while it ran (an action mask with no legal action
+    where the agent must act): a bug in the env, printed in one line that names the rule and
+    where it was broken, without a traceback (exit 1)."""
+
+
 def choose(key: str, value: object, choices: Iterable[str]) -> str:
     """Return ``value`` if it is one of ``choices``, else raise a ConfigError listing them."""
     options = sorted(str(c) for c in choices)

@@ -22,6 +22,7 @@ from torchrl.objectives import SoftUpdate as TorchRLSoftUpdate
 from torchrl.objectives.utils import TargetNetUpdater
 from torchrl.trainers import Trainer, TrainerHookBase
 
+from rlrun.builders.action_masks import MASK_KEY
 from rlrun.builders.policies import ActorCritic
 from rlrun.builders.training import Training
 from rlrun.compat.torchrl import target_updater_tensors
@@ -87,12 +88,14 @@ def require_qvalue(ac: ActorCritic, algo: str) -> None:
 
 def epsilon_greedy(cfg: DictConfig, ac: ActorCritic, device: torch.device) -> AnnealExploration:
     """Value-based exploration: epsilon from ``algo.eps_start`` to ``algo.eps_end``
-    over ``algo.eps_anneal_frames`` collected frames."""
+    over ``algo.eps_anneal_frames`` collected frames; its random actions among the legal ones
+    where the env has an action mask."""
     epsilon = EGreedyModule(
         ac.actor.spec["action"],
         eps_init=float(cfg.eps_start),
         eps_end=float(cfg.eps_end),
         annealing_num_steps=cfg.eps_anneal_frames,
+        action_mask_key=MASK_KEY if ac.action_mask else None,
         device=device,
     )
     return AnnealExploration(epsilon, "eps", "epsilon")

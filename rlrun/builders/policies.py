@@ -32,6 +32,8 @@ from torchrl.modules import (
     BatchRenorm1d,
     GRUModule,
     LSTMModule,
+    MaskedCategorical,
+    MaskedOneHotCategorical,
     OneHotCategorical,
     ProbabilisticActor,
     QValueActor,
@@ -43,6 +45,7 @@ from torchrl.modules import (
 from torchrl.modules.utils import get_primers_from_module
 
 import rlrun.compat.tensordict  # noqa: F401  (a speed fix, applied on import)
+from rlrun.builders.action_masks import MASK_KEY, LegalActions, has_action_mask
 from rlrun.config import PHASES
 from rlrun.errors import ConfigError
 
@@ -75,7 +78,8 @@ class ActorCritic:
 
     ``actor`` writes ``action`` (and its log-prob) from ``observation``; ``critic`` writes
     ``state_value``; ``primers`` are env transforms the policy needs (recurrent state primers),
-    appended to every env it runs in; ``recurrent`` says whether sequence mode matters.
+    appended to every env it runs in; ``recurrent`` says whether sequence mode matters;
+    ``action_mask``: the env's observations carry one (``build_policy`` sets it).
     """
 
     actor: TensorDictModule
@@ -84,6 +88,7 @@ class ActorCritic:
     primers: list[Transform] = field(default_factory=list)
     recurrent: bool = False
     recurrent_mode: dict[str, bool] = field(default_factory=lambda: dict(PHASES))
+    action_mask: bool = False
 
     def scope(self, phase: str) -> AbstractContextManager:
         """``set_recurrent_mode`` for ``phase`` (collect | loss | eval) as a context manager."""
@@ -103,16 +108,18 @@ class ActorCritic:
         return RecurrentScope(module, self.recurrent_mode[phase])
 
     def env_transforms(self) -> list[Transform]:
-        """Transforms an env needs to run this policy: ``InitTracker`` (episode starts reset the
-        hidden state) and the recurrent-state primers of actor and critic. Fresh on every call,
-        so each env (training, evaluation) gets its own."""
+        """Transforms an env needs to run this policy: ``LegalActions`` (the action mask as
+        booleans, checked, and random actions kept legal), ``InitTracker`` (episode starts reset
+        the hidden state) and the recurrent-state primers of actor and critic. Fresh on every
+        call, so each env (training, evaluation) gets its own."""
+        masks = [LegalActions()] if self.action_mask else []
         primers = [p.clone() for p in self.primers]
         if not self.recurrent:
-            return primers
+            return [*masks, *primers]
         if not primers:  # a user's factory that left them out: ask its modules
             found = get_primers_from_module(self.rollout_policy().module, warn=False)
             primers = [found] if found is not None else []
-        return [InitTracker(), *primers]
+        return [*masks, InitTracker(), *primers]
 
 
 def mlp(in_features: int | None, out: int, sizes: Sequence[int], act: str) -> MLP:
@@ -169,12 +176,15 @@ class CapturableTanhNormal(TanhNormal):
         return sample, log_prob
 
 
-def action_distribution(action_spec: TensorSpec) -> tuple[type, dict, int]:
-    """Distribution class, its kwargs and the number of network outputs for an action spec."""
+def action_distribution(action_spec: TensorSpec, masked: bool = False) -> tuple[type, dict, int]:
+    """Distribution class, its kwargs and the number of network outputs for an action spec;
+    ``masked``: discrete actions drawn among the legal ones only (the env's action mask)."""
     if isinstance(action_spec, OneHot):
-        return OneHotCategorical, {}, action_spec.shape[-1]
+        cls = MaskedOneHotCategorical if masked else OneHotCategorical
+        return cls, {}, action_spec.shape[-1]
     if action_spec.domain == "discrete":
-        return torch.distributions.Categorical, {}, int(action_spec.space.n)
+        cls = MaskedCategorical if masked else torch.distributions.Categorical
+        return cls, {}, int(action_spec.space.n)
     low, high = action_spec.space.low, action_spec.space.high
     kwargs = {"low": low.reshape(-1, low.shape[-1])[0], "high": high.reshape(-1, high.shape[-1])[0]}
     return CapturableTanhNormal, kwargs, 2 * action_spec.shape[-1]
@@ -217,7 +227,8 @@ def make_actor_critic(
             "policy.kind=cnn is built by rlrun.builders.cnn.make_cnn_actor_critic: use policy=cnn."
         )
     obs_dim = observation_spec["observation"].shape[-1]
-    dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
+    masked = has_action_mask(observation_spec)
+    dist_cls, dist_kwargs, n_out = action_distribution(action_spec, masked)
     primers: list[Transform] = []
 
     def trunk(prefix: str, net_out: nn.Module | None, out: int, out_keys: list[str]):
@@ -241,7 +252,8 @@ def make_actor_critic(
         n_out, extractor = normal_head(n_out, state_dependent_std)
     actor = BoundedActor(
         trunk("actor", extractor, n_out, dist_keys),
-        in_keys=dist_keys,
+        # a masked categorical reads the env's mask beside the logits
+        in_keys={"logits": "logits", "mask": MASK_KEY} if masked else dist_keys,
         spec=action_spec,
         distribution_class=dist_cls,
         distribution_kwargs=dist_kwargs,
@@ -265,6 +277,7 @@ def build_policy(
 
     ``recurrent_mode`` is rlrun's, not the factory's: it is checked and applied as scopes around
     collection, advantage/loss computation and evaluation, whatever module the factory returns.
+    So is the env's action mask: a policy that ignores it is refused.
     """
     kwargs = OmegaConf.to_container(cfg, resolve=True)
     factory = get_method(kwargs.pop("_target_"))
@@ -278,6 +291,13 @@ def build_policy(
             f"return {__name__}.ActorCritic (see docs/guides/collectors.md, 'Your own policy')."
         )
     ac.recurrent_mode = modes
+    ac.action_mask = has_action_mask(observation_spec)
+    if ac.action_mask and MASK_KEY not in ac.actor.in_keys:
+        raise ConfigError(
+            f"the env's observations carry an {MASK_KEY}, which policy._target_={cfg._target_} "
+            "does not read: its actions would ignore the mask. Use an algorithm whose own "
+            "networks read it, with policy._target_=null (docs/guides/action-masks.md)."
+        )
     return ac
 
 
@@ -303,7 +323,12 @@ def make_qvalue_actor(
     """
     n_actions = discrete_actions(action_spec, f"{__name__}.make_qvalue_actor")
     net = mlp(observation_spec["observation"].shape[-1], int(n_actions), hidden_sizes, activation)
-    actor = QValueActor(net, in_keys=["observation"], spec=action_spec).to(device)
+    # with the env's action mask: the greedy action, and the loss's max over the next state's
+    # actions, among the legal ones only
+    mask_key = MASK_KEY if has_action_mask(observation_spec) else None
+    actor = QValueActor(
+        net, in_keys=["observation"], spec=action_spec, action_mask_key=mask_key
+    ).to(device)
     return ActorCritic(actor=actor, qvalue=actor)
 
 
@@ -406,7 +431,16 @@ def make_categorical_actor_q(
     **_: object,
 ) -> ActorCritic:
     """A categorical actor (:func:`make_actor_critic`'s) and one network of action values
-    Q(s, .) (the loss makes the copies it needs)."""
+    Q(s, .) (the loss makes the copies it needs). No action masks: TorchRL 0.14.1's
+    ``DiscreteSACLoss`` weighs every action's log-probability by its probability, and a
+    masked action's is -inf (0 * -inf: NaN, seen at the first update)."""
+    if has_action_mask(observation_spec):
+        raise ConfigError(
+            f"policy._target_={__name__}.make_categorical_actor_q (discrete SAC's and IQL's "
+            f"networks) cannot honour the env's {MASK_KEY}: TorchRL's discrete SAC loss turns "
+            "masked actions into NaN. docs/guides/action-masks.md lists the algorithms that "
+            "honour a mask."
+        )
     n_actions = discrete_actions(action_spec, f"{__name__}.make_categorical_actor_q")
     actor = make_actor_critic(
         observation_spec=observation_spec,

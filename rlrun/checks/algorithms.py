@@ -67,10 +67,15 @@ def check_schema(node: DictConfig, algorithm: Algorithm) -> None:
 
 def check_actions(cfg: DictConfig, algorithm: Algorithm, space: str) -> None:
     """The env's action space (a gymnasium class name) is one the algorithm acts in; else the
-    algorithms that do (online ones: an offline one needs a dataset)."""
+    algorithms that do, for one agent or a team as it is (online ones: an offline one needs a
+    dataset)."""
     if space in algorithm.actions:
         return
-    fits = [n for n, a in shipped().items() if space in a.actions and a.data != Data.OFFLINE]
+    fits = [
+        n
+        for n, a in shipped().items()
+        if space in a.actions and a.data != Data.OFFLINE and a.multi_agent == algorithm.multi_agent
+    ]
     raise ConfigError(
         f"algo={cfg.algo.get('name')} needs a {' or '.join(algorithm.actions)} action space, but "
         f"env.id={cfg.env.id} has a {space} one; use algo={' or algo='.join(fits) or '?'} "

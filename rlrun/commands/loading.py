@@ -204,12 +204,14 @@ def _rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
     from rlrun.algorithms import policy_config
     from rlrun.builders.checkpoints import held_for_reading
     from rlrun.builders.devices import on_device, placement
+    from rlrun.builders.env_ids import import_env_modules
     from rlrun.builders.envs import action_spec, make_env
     from rlrun.builders.policies import build_policy
     from rlrun.run import eval_env_factory
     from rlrun.validation import check_env
 
     where = placement(cfg)  # the one device rule (rlrun/builders/devices.py)
+    import_env_modules(cfg.env.imports)  # the run's own gymnasium ids, registered here too
     check_env(cfg)  # the env exists and fits the algorithm; eval.video against its render modes
     backend = cfg.checkpoint.backend
     # held as it is read: the run may be training still, and rotating its checkpoints
