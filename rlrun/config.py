@@ -199,6 +199,13 @@ class EpsilonGreedyConfig(TargetNetConfig):
 
 
 @dataclass
+class MixedValueConfig(EpsilonGreedyConfig):
+    """Value decomposition for a team (its agents' Q-values mixed into the team's)."""
+
+    loss_function: RegressionLoss = MISSING
+
+
+@dataclass
 class MaxEntropyConfig(OffPolicyConfig):
     """The soft actor-critic family: a learned entropy temperature and several critics."""
 

@@ -208,7 +208,8 @@ def build_trainer(
         env.append_transform(transform)
     fresh = fresh_batches(cfg.collector)
     training = algorithm(
-        cfg.algo, Context(ac, cfg.collector.frames_per_batch, where.learner, fresh)
+        cfg.algo,
+        Context(ac, cfg.collector.frames_per_batch, where.learner, fresh, env.observation_spec),
     )
     if cfg.env.atari is not None and cfg.env.atari.episodic_life:  # rlrun/builders/atari.py
         training.episodes_end_at(END_OF_LIFE)

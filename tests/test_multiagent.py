@@ -10,22 +10,21 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import run_dirs, run_rlrun, summary
+from conftest import csv_series, run_dirs, run_rlrun, summary
 from test_loggers import tensorboard_series
 
 pytest.importorskip("vmas")
 
-# mappo_navigation at a test's size: 20 envs x 20 steps a batch, two minibatches, one pass
-SMALL = [
+# mappo_navigation at a test's size: 20 envs x 20 steps a batch (PPO: two minibatches, one pass)
+TEAM = [
     "+experiment=mappo_navigation",
     "env.num_envs=20",
     "env.max_episode_steps=20",  # episodes end within a batch: a team return to log
     "collector.frames_per_batch=400",
-    "algo.minibatch_size=200",
-    "algo.epochs=1",
     "policy.hidden_sizes=[32,32]",
     "trainer.progress_bar=false",
 ]
+SMALL = [*TEAM, "algo.minibatch_size=200", "algo.epochs=1"]
 
 
 def test_mappo_trains_resumes_evaluates_and_exports_the_team(workdir: Path) -> None:
@@ -60,6 +59,20 @@ def test_ippo_trains_with_worker_processes(workdir: Path) -> None:
     assert summary(run)["frames"] == 800 and math.isfinite(summary(run)["train_return_last"])
 
 
+def test_qmix_and_vdn_train_the_team_on_discrete_actions(workdir: Path) -> None:
+    """Value decomposition, one sweep: each agent's greedy action among VMAS's discrete ones,
+    the mixed team value regressed on the team's reward; finite losses, a greedy evaluation."""
+    sweep = workdir / "sweep"
+    run_rlrun("-m", *TEAM, "env.kwargs.continuous_actions=false", "algo=qmix,vdn",
+              "replay_buffer.batch_size=64", "trainer.total_frames=800", "eval.every_frames=800",
+              "eval.episodes=2", f"hydra.sweep.dir={sweep}", cwd=workdir)  # fmt: skip
+    for job, algo in (("0", "qmix"), ("1", "vdn")):
+        s = summary(sweep / job)
+        assert s["frames"] == 800 and math.isfinite(s["eval_return_last"]), (algo, s)
+        losses = [v for _, v in csv_series(sweep / job, "train/loss")]
+        assert losses and all(math.isfinite(v) for v in losses), algo
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -69,6 +82,8 @@ def test_ippo_trains_with_worker_processes(workdir: Path) -> None:
         (["algo=mappo"], "algo=mappo trains a team of agents, but env.id=CartPole-v1 has one"),
         (["+experiment=mappo_navigation", "env.kwargs.continuous_actions=false", "algo=sac"],
          "algo=sac trains one agent"),
+        (["+experiment=mappo_navigation", "algo=qmix"],
+         "VMAS gives either: set env.kwargs.continuous_actions=false."),
         (["+experiment=mappo_navigation", "policy=lstm"],
          "algo=mappo cannot train a recurrent policy (policy=lstm); use policy=mlp."),
     ],

@@ -17,16 +17,18 @@ from omegaconf import DictConfig
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.data import Composite, TensorSpec
-from torchrl.modules import MultiAgentMLP, TanhNormal
-from torchrl.objectives.multiagent import MAPPOLoss
+from torchrl.modules import MultiAgentMLP, QValueModule, SafeSequential, TanhNormal
+from torchrl.objectives.multiagent import MAPPOLoss, QMixerLoss
 from torchrl.objectives.value import MultiAgentGAE
 
+from rlrun.builders.offpolicy import epsilon_greedy, hard_or_soft, off_policy, require_qvalue
 from rlrun.builders.onpolicy import on_policy, require_critic
 from rlrun.builders.policies import (
     ACTIVATIONS,
     ActorCritic,
     BoundedActor,
     action_distribution,
+    discrete_actions,
     normal_head,
 )
 from rlrun.builders.training import Context, Training
@@ -99,13 +101,68 @@ def make_team_actor_critic(
         obs_dim, 1, n_agents, hidden_sizes, activation, centralized=centralised_critic, **sharing
     )
     critic = TensorDictModule(value, [(AGENTS, "observation")], [(AGENTS, "state_value")])
-    return ActorCritic(actor=actor, critic=critic.to(device))
+    return ActorCritic(actor=actor, critic=critic.to(device), action_key=(AGENTS, "action"))
 
 
 def make_centralised_critic(**kwargs: object) -> ActorCritic:
     """:func:`make_team_actor_critic` whose critic sees the whole team's observations
     (MAPPO's)."""
     return make_team_actor_critic(**kwargs, centralised_critic=True)
+
+
+def make_team_qvalue_actor(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    kind: str = "mlp",
+    hidden_sizes: Sequence[int] = (64, 64),
+    activation: str = "tanh",
+    share_params: bool = True,
+    **_: object,
+) -> ActorCritic:
+    """Each agent's action values from its own observation, and its greedy action
+    (``("agents", "action")``, the chosen action's value beside it: what a mixer sums up).
+    Returned as ``ActorCritic(actor=q, qvalue=q)``; exploration is the algorithm's."""
+    if kind != "mlp":
+        raise ConfigError(f"policy.kind={kind}: the team's Q-networks are MLPs; use policy=mlp.")
+    n_actions = discrete_actions(action_spec, f"{__name__}.make_team_qvalue_actor")
+    observation = observation_spec[AGENTS, "observation"]
+    n_agents, obs_dim = observation.shape[-2], observation.shape[-1]
+    net = team_mlp(
+        obs_dim, n_actions, n_agents, hidden_sizes, activation, centralized=False,
+        share_params=share_params,
+    )  # fmt: skip
+    values = TensorDictModule(net, [(AGENTS, "observation")], [(AGENTS, "action_value")])
+    team_actions = action_spec[(0,) * observation_spec.ndim]  # [n_agents]: the env's dims dropped
+    greedy = QValueModule(
+        action_value_key=(AGENTS, "action_value"),
+        out_keys=[(AGENTS, "action"), (AGENTS, "action_value"), (AGENTS, "chosen_action_value")],
+        # per agent (the agents' Composite is [n_agents], as the env's unbatched action spec)
+        spec=Composite({AGENTS: Composite(action=team_actions, shape=team_actions.shape)}),
+    )
+    actor = SafeSequential(values, greedy).to(device)
+    return ActorCritic(actor=actor, qvalue=actor, action_key=(AGENTS, "action"))
+
+
+def mixed_value_training(cfg: DictConfig, ctx: Context, mixer: nn.Module, reads: list) -> Training:
+    """Value decomposition (TorchRL's ``QMixerLoss``: QMIX, VDN): the agents' chosen action
+    values, mixed by ``mixer`` (reading ``reads``) into the team's, regress on the team's TD(0)
+    target (its reward: the agents' mean, ``rlrun/builders/vmas_env.py``); each agent explores
+    epsilon-greedily; target networks, hard or soft, for both."""
+    require_qvalue(ctx.ac, cfg.name)
+    mixing = TensorDictModule(mixer.to(ctx.device), reads, ["chosen_action_value"])
+    loss = QMixerLoss(ctx.ac.qvalue, mixing, loss_function=cfg.loss_function, delay_value=True)
+    exploration = epsilon_greedy(cfg, ctx.ac, ctx.device)
+    updater = hard_or_soft(cfg, loss)
+    return off_policy(cfg, loss, ctx.frames_per_batch, updater=updater, exploration=exploration)
+
+
+def team_size(ctx: Context) -> tuple[int, torch.Size]:
+    """The number of agents and the shape of the team's observations (QMIX's state: every
+    agent's observation), from the env's spec."""
+    shape = ctx.observation_spec[AGENTS, "observation"].shape
+    return shape[-2], shape[-2:]
 
 
 def clipped_team_training(cfg: DictConfig, ctx: Context) -> Training:

@@ -91,7 +91,8 @@ def epsilon_greedy(cfg: DictConfig, ac: ActorCritic, device: torch.device) -> An
     over ``algo.eps_anneal_frames`` collected frames; its random actions among the legal ones
     where the env has an action mask."""
     epsilon = EGreedyModule(
-        ac.actor.spec["action"],
+        ac.actor.spec[ac.action_key],
+        action_key=ac.action_key,
         eps_init=float(cfg.eps_start),
         eps_end=float(cfg.eps_end),
         annealing_num_steps=cfg.eps_anneal_frames,
@@ -105,10 +106,11 @@ def gaussian_noise(cfg: DictConfig, ac: ActorCritic, device: torch.device) -> An
     """Deterministic actors' exploration: Gaussian noise whose std is
     ``algo.exploration_sigma_*`` times half the action range (as CleanRL's), annealed over
     ``algo.exploration_anneal_frames`` (equal start and end: fixed noise)."""
-    spec = ac.actor.spec["action"]
+    spec = ac.actor.spec[ac.action_key]
     half_range = ((spec.space.high - spec.space.low) / 2).to(device)
     noise = AdditiveGaussianModule(
         spec,
+        action_key=ac.action_key,
         sigma_init=float(cfg.exploration_sigma_start),
         sigma_end=float(cfg.exploration_sigma_end),
         annealing_num_steps=cfg.exploration_anneal_frames,

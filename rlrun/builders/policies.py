@@ -23,6 +23,7 @@ from tensordict.nn import (
     TensorDictModuleBase,
     TensorDictSequential,
 )
+from tensordict.utils import NestedKey
 from torch import nn
 from torch.distributions.utils import _sum_rightmost
 from torchrl.data import Composite, OneHot, TensorSpec
@@ -79,7 +80,8 @@ class ActorCritic:
     ``actor`` writes ``action`` (and its log-prob) from ``observation``; ``critic`` writes
     ``state_value``; ``primers`` are env transforms the policy needs (recurrent state primers),
     appended to every env it runs in; ``recurrent`` says whether sequence mode matters;
-    ``action_mask``: the env's observations carry one (``build_policy`` sets it).
+    ``action_mask``: the env's observations carry one (``build_policy`` sets it);
+    ``action_key``: where the actor writes its action (a team's: ``("agents", "action")``).
     """
 
     actor: TensorDictModule
@@ -89,6 +91,7 @@ class ActorCritic:
     recurrent: bool = False
     recurrent_mode: dict[str, bool] = field(default_factory=lambda: dict(PHASES))
     action_mask: bool = False
+    action_key: NestedKey = "action"
 
     def scope(self, phase: str) -> AbstractContextManager:
         """``set_recurrent_mode`` for ``phase`` (collect | loss | eval) as a context manager."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 from tensordict.nn import TensorDictModule
+from torchrl.data import Composite
 from torchrl.objectives import LossModule
 from torchrl.objectives.utils import TargetNetUpdater
 from torchrl.objectives.value import ValueEstimatorBase
@@ -19,14 +20,15 @@ from rlrun.builders.policies import ActorCritic
 @dataclass(frozen=True)
 class Context:
     """What the recipe hands an algorithm's ``build``: the networks it trains, the frames each
-    collected batch holds, the learner's device, and whether every batch was collected with the
+    collected batch holds, the learner's device, whether every batch was collected with the
     weights of the previous update (false for an async collector: a batch may be one update
-    old)."""
+    old), and the env's observation spec (what a team's value mixer reads)."""
 
     ac: ActorCritic
     frames_per_batch: int
     device: torch.device
     fresh_batches: bool = True
+    observation_spec: Composite | None = None
 
 
 @dataclass

@@ -82,9 +82,14 @@ def check_env(cfg: DictConfig) -> None:
     """The env exists, its packages are installed, the algorithm can act in it (one agent or a
     team, its action space), and evaluation can render it."""
     algorithm = declared(cfg.algo)
-    if cfg.env.backend == "vmas":  # VMAS's default: continuous actions
+    if cfg.env.backend == "vmas":  # VMAS's default: continuous actions; it has both
         continuous = cfg.env.kwargs.get("continuous_actions", True)
-        check_actions(cfg, algorithm, "Box" if continuous else "Discrete")
+        if ("Box" if continuous else "Discrete") not in algorithm.actions:
+            flip = "false" if continuous else "true"
+            raise ConfigError(
+                f"algo={cfg.algo.get('name')} needs {' or '.join(algorithm.actions)} actions; "
+                f"VMAS gives either: set env.kwargs.continuous_actions={flip}."
+            )
         if cfg.eval.video:
             raise ConfigError("eval.video=true: rlrun records gymnasium envs only; set it false.")
         return
