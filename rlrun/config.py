@@ -32,8 +32,8 @@ def _choices(name: str, *values: str) -> type[StrEnum]:
     return StrEnum(name, list(values), module=__name__)
 
 
-EnvBackend = _choices("EnvBackend", "gym_vector", "gym", "envpool", "vmas")
-MULTI_AGENT_BACKENDS = ("vmas",)  # env backends whose envs hold a team of agents
+EnvBackend = _choices("EnvBackend", "gym_vector", "gym", "envpool", "vmas", "pettingzoo")
+MULTI_AGENT_BACKENDS = ("vmas", "pettingzoo")  # env backends whose envs hold a team of agents
 StartMethod = _choices("StartMethod", "fork", "spawn", "forkserver")
 PolicyKind = _choices("PolicyKind", "mlp", "lstm", "gru", "cnn")
 RECURRENT_KINDS = ("lstm", "gru")  # policy kinds with a hidden state
@@ -214,8 +214,17 @@ class MaxEntropyConfig(OffPolicyConfig):
 
 
 @dataclass
+class SoftActorCriticConfig(TargetNetConfig, MaxEntropyConfig):
+    """Soft actor-critic's keys, for one agent or a team (``conf/algo/sac.yaml``,
+    ``masac.yaml``, ``isac.yaml``)."""
+
+    loss_function: RegressionLoss = MISSING
+
+
+@dataclass
 class GaussianNoiseConfig(TargetNetConfig):
-    """Deterministic actors exploring with Gaussian noise."""
+    """Deterministic actors exploring with Gaussian noise, for one agent or a team
+    (``conf/algo/ddpg.yaml``, ``maddpg.yaml``, ``iddpg.yaml``)."""
 
     loss_function: RegressionLoss = MISSING
     exploration_sigma_start: float = ranged(0)

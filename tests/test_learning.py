@@ -102,3 +102,22 @@ def test_mappo_and_ippo_teams_learn_navigation(workdir: Path) -> None:
               cwd=workdir, timeout=600)  # fmt: skip
     mappo, ippo = (summary(sweep / job)["train_return_best"] for job in ("0", "1"))
     assert mappo > 0.2 and ippo > 0.2, (mappo, ippo)  # random: -0.49
+
+
+def test_iddpg_team_learns_navigation(workdir: Path) -> None:
+    """Continuous off-policy for a team: maddpg_navigation with IDDPG's per-agent critics, 36k
+    frames (60 envs, 1200 frames a batch then 200 updates of 128: BenchMARL's update ratio;
+    64x64 networks, lr 1e-3, exploration noise 0.8 to 0.1 over 24k frames), one deterministic
+    evaluation of 60 episodes at the end. A uniformly random team returns -0.49, this one's
+    first batches about -2 (a deterministic actor holds its direction); its evaluation, seeds
+    0, 1, 2 (2026-11-27): 0.76, 0.82, 0.16. At these settings MADDPG reached -0.37 (seed 0; its
+    critic, one for the whole team, learns slower) and ISAC -3.97."""
+    pytest.importorskip("vmas")
+    run_rlrun("+experiment=maddpg_navigation", "algo=iddpg", "env.num_envs=60",
+              "collector.frames_per_batch=1200", "policy.hidden_sizes=[64,64]", "optim.lr=1e-3",
+              "replay_buffer.size=100000", "algo.exploration_sigma_end=0.1",
+              "algo.exploration_anneal_frames=24000", "trainer.total_frames=36000",
+              "eval.every_frames=36000", "eval.episodes=60", "seed=0", *QUIET, cwd=workdir,
+              timeout=600)  # fmt: skip
+    (run,) = run_dirs(workdir)
+    assert summary(run)["eval_return_last"] > 0.0, summary(run)  # random: -0.49

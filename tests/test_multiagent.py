@@ -1,7 +1,7 @@
 """Teams of agents through the real ``rlrun`` console script: a VMAS scenario trained by MAPPO
-with TensorBoard logs, continued by ``resume=``, evaluated (team return), exported (the
-per-agent policy over the agent dimension) and trained by IPPO with worker processes; and the
-refusals that name the fix. Learning: ``tests/test_learning.py``."""
+with worker processes and TensorBoard logs, continued by ``resume=``, evaluated (team return)
+and exported (the per-agent policy over the agent dimension); QMIX and VDN on discrete actions;
+and the refusals that name the fix. Learning (MAPPO, IPPO): ``tests/test_learning.py``."""
 
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ SMALL = [*TEAM, "algo.minibatch_size=200", "algo.epochs=1"]
 
 
 def test_mappo_trains_resumes_evaluates_and_exports_the_team(workdir: Path) -> None:
-    run_rlrun(*SMALL, "trainer.total_frames=400", "logger=[csv,tensorboard]", cwd=workdir)
+    # two worker processes, each simulating its own VMAS envs for 10 steps a batch
+    run_rlrun(*SMALL, "trainer.total_frames=400", "logger=[csv,tensorboard]",
+              "collector=multi_sync", "collector.num_workers=2", "env.max_episode_steps=10",
+              cwd=workdir)  # fmt: skip
     (run,) = run_dirs(workdir)
     assert summary(run)["frames"] == 400
     (logged,) = tensorboard_series(run, "train/episode_return")  # the team's, at 400 frames
@@ -52,11 +55,17 @@ def test_mappo_trains_resumes_evaluates_and_exports_the_team(workdir: Path) -> N
     assert specs["verified"]["runtime"] == "onnxruntime"
 
 
-def test_ippo_trains_with_worker_processes(workdir: Path) -> None:
-    run_rlrun(*SMALL, "algo=ippo", "collector=multi_sync", "collector.num_workers=2",
-              "trainer.total_frames=800", cwd=workdir)  # fmt: skip
+def test_ippo_trains_and_evaluates_a_pettingzoo_team(workdir: Path) -> None:
+    """MPE's simple_spread through PettingZoo: 8 envs stepped one after the other, evaluated
+    in one env of its own."""
+    run_rlrun("env=pettingzoo", "algo=ippo", "collector.frames_per_batch=400",
+              "algo.minibatch_size=200", "algo.epochs=1", "trainer.total_frames=400",
+              "trainer.progress_bar=false", cwd=workdir)  # fmt: skip
     (run,) = run_dirs(workdir)
-    assert summary(run)["frames"] == 800 and math.isfinite(summary(run)["train_return_last"])
+    assert summary(run)["frames"] == 400 and summary(run)["train_return_last"] < 0  # distances
+    run_rlrun("eval", str(run), "episodes=2", cwd=workdir)
+    (result,) = run.glob("eval/*/eval.json")
+    assert json.loads(result.read_text())["lengths"] == [25, 25]  # max_cycles
 
 
 def test_qmix_and_vdn_train_the_team_on_discrete_actions(workdir: Path) -> None:
@@ -73,17 +82,39 @@ def test_qmix_and_vdn_train_the_team_on_discrete_actions(workdir: Path) -> None:
         assert losses and all(math.isfinite(v) for v in losses), algo
 
 
+def test_continuous_off_policy_teams_train(workdir: Path) -> None:
+    """MADDPG, IDDPG, MASAC and ISAC from the maddpg_navigation preset, one sweep: the team's
+    frames through the replay buffer and the fused update step, each agent's Q-value on its
+    own reward; every loss term finite, a deterministic evaluation."""
+    sweep = workdir / "sweep"
+    run_rlrun("-m", "+experiment=maddpg_navigation", *TEAM[1:], "algo=maddpg,iddpg,masac,isac",
+              "replay_buffer.size=1000", "replay_buffer.batch_size=64",  # the preset's: 1M, 128
+              "trainer.total_frames=800", "eval.every_frames=800", "eval.episodes=2",
+              f"hydra.sweep.dir={sweep}", cwd=workdir)  # fmt: skip
+    for job, algo in enumerate(("maddpg", "iddpg", "masac", "isac")):
+        run = sweep / str(job)
+        s = summary(run)
+        assert s["frames"] == 800 and math.isfinite(s["eval_return_last"]), (algo, s)
+        terms = sorted(t.stem for t in (run / "csv" / "scalars" / "train").glob("loss_*.csv"))
+        losses = [v for t in terms for _, v in csv_series(run, f"train/{t}")]
+        assert len(terms) >= 2 and all(math.isfinite(v) for v in losses), (algo, terms)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["env=vmas", "env.id=navigaton", "algo=mappo"],
          "env.id=navigaton is not a VMAS scenario (nearest: navigation)."),
         (["env=vmas", "algo=ppo"], "algo=ppo trains one agent, but env.backend=vmas"),
+        (["env=pettingzoo", "env.id=mpe2.simple_sprad_v3", "algo=mappo"],
+         "env.id=mpe2.simple_sprad_v3 is not an importable module"),
         (["algo=mappo"], "algo=mappo trains a team of agents, but env.id=CartPole-v1 has one"),
         (["+experiment=mappo_navigation", "env.kwargs.continuous_actions=false", "algo=sac"],
          "algo=sac trains one agent"),
         (["+experiment=mappo_navigation", "algo=qmix"],
-         "VMAS gives either: set env.kwargs.continuous_actions=false."),
+         "gives Box ones: set env.kwargs.continuous_actions=false"),
+        (["+experiment=maddpg_navigation", "env.kwargs.continuous_actions=false"],
+         "gives Discrete ones: set env.kwargs.continuous_actions=true"),
         (["+experiment=mappo_navigation", "policy=lstm"],
          "algo=mappo cannot train a recurrent policy (policy=lstm); use policy=mlp."),
     ],

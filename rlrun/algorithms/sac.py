@@ -6,20 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from omegaconf import MISSING, DictConfig
+from omegaconf import DictConfig
 
 from rlrun.algorithms import BOX, Algorithm
-from rlrun.config import MaxEntropyConfig, RegressionLoss, TargetNetConfig
+from rlrun.config import SoftActorCriticConfig
 
 if TYPE_CHECKING:
     from rlrun.builders.training import Context, Training
 
 
 @dataclass
-class SACConfig(TargetNetConfig, MaxEntropyConfig):
+class SACConfig(SoftActorCriticConfig):
     """SAC's keys (``conf/algo/sac.yaml``)."""
-
-    loss_function: RegressionLoss = MISSING
 
 
 def build(cfg: DictConfig, ctx: Context) -> Training:

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import torch
 from omegaconf import DictConfig
 from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import NestedKey
 from torchrl.data import (
     LazyTensorStorage,
     OfflineToOnlineReplayBuffer,
@@ -57,21 +58,15 @@ from rlrun.builders.buffers import (
 )
 from rlrun.builders.checkpoints import VerifiedCheckpoint, find_checkpoint
 from rlrun.builders.devices import Placement, placement
+from rlrun.builders.envs import policy_keys
 from rlrun.builders.learners import make_remote_replay_buffer
 from rlrun.errors import ConfigError
 from rlrun.folders.run_dirs import RUN_CONFIG, is_run_dir, load_saved
 
 Source = Literal["collector", "dataset", "both"]
-# what every loss reads of a transition (TorchRL's TED format)
-TRANSITION = (
-    "observation",
-    "action",
-    ("next", "observation"),
-    ("next", "reward"),
-    ("next", "done"),
-    ("next", "terminated"),
-    ("next", "truncated"),
-)
+# what every loss reads of a transition (TorchRL's TED format), beside the policy's observation
+# and action and the env's rewards (EnvFormat: a team's are ("agents", ...) keys)
+DONE_KEYS = (("next", "done"), ("next", "terminated"), ("next", "truncated"))
 
 
 def data_source(cfg: DictConfig) -> Source:
@@ -200,47 +195,57 @@ def _run_transitions(run_dir: Path, scratch: Path) -> TensorDictBase:
 
 class EnvFormat:
     """A dataset's transitions as the env gives them (dtypes, one-hot actions), only the keys
-    of :data:`TRANSITION`."""
+    the losses read: the observation before and after, the action, every reward and the done
+    flags (a team's observation and action are ``("agents", ...)`` keys, its rewards each
+    agent's and the team's: ``rlrun/builders/envs.py``, ``policy_keys``)."""
 
     def __init__(self, env: EnvBase, dataset: str) -> None:
         self.dataset = dataset
+        self.observation, self.action = policy_keys(env)
+        self.rewards = [("next", *_tuple(key)) for key in env.reward_keys]
         self.specs: dict[Any, TensorSpec] = {
-            "observation": env.observation_spec["observation"],
-            "action": env.full_action_spec["action"],
-            ("next", "reward"): env.full_reward_spec["reward"],
+            self.observation: env.observation_spec[self.observation],
+            ("next", *_tuple(self.observation)): env.observation_spec[self.observation],
+            self.action: env.full_action_spec[self.action],
         }
-        self.specs[("next", "observation")] = self.specs["observation"]
+        for key in env.reward_keys:
+            self.specs[("next", *_tuple(key))] = env.full_reward_spec[key]
         self.batch_ndim = len(env.batch_size)
 
     def check(self, sample: TensorDictBase) -> None:
         """Refuse a dataset whose observations or actions are not the env's."""
-        for key in ("observation", "action"):
-            spec = self.specs[key]
+        for key in (self.observation, self.action):
+            spec, value = self.specs[key], sample.get(key, None)
             want = spec.shape[self.batch_ndim :]
-            got = sample.get(key).shape[1:]
-            if spec.domain == "discrete" and key == "action":
+            got = value.shape[1:] if value is not None else None
+            if spec.domain == "discrete" and key == self.action:
                 n = spec.space.n
-                ok = got in (torch.Size([]), torch.Size([1]), torch.Size([n]))
+                ok = got in (want, torch.Size([]), torch.Size([1]), torch.Size([n]))
             else:
-                ok = got == want and sample.get(key).is_floating_point()
+                ok = got == want and value.is_floating_point()
             if not ok:
+                has = f"have shape {tuple(got)}" if got is not None else "are missing"
                 raise ConfigError(
-                    f"dataset={self.dataset}: its {key}s have shape {tuple(got)}, the env's "
+                    f"dataset={self.dataset}: its {'/'.join(_tuple(key))}s {has}, the env's "
                     f"{tuple(want)} ({spec.domain}); record a dataset of this env, or choose "
                     "the env it was recorded in (env.id=...)."
                 )
 
     def __call__(self, data: TensorDictBase) -> TensorDictBase:
-        out = data.select(*TRANSITION, strict=False)
+        out = data.select(*self.specs, *DONE_KEYS, strict=False)
         for key, spec in self.specs.items():
             value = out.get(key)
             one_hot = spec.domain == "discrete" and value.shape[-1:] != spec.shape[-1:]
-            if key == "action" and one_hot:
+            if key == self.action and one_hot:
                 value = torch.nn.functional.one_hot(value.long().reshape(-1), spec.space.n)
-            elif key == ("next", "reward") and value.ndim == 1:
+            elif key in self.rewards and value.ndim == 1:
                 value = value.unsqueeze(-1)
             out.set(key, value.to(spec.dtype))
         return out
+
+
+def _tuple(key: NestedKey) -> tuple[str, ...]:
+    return key if isinstance(key, tuple) else (key,)
 
 
 class DatasetSampler(TrainerHookBase):

@@ -76,3 +76,19 @@ def check_vmas_scenario(name: str) -> None:
     near = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
     hint = f"nearest: {', '.join(near)}" if near else f"one of: {', '.join(known)}"
     raise ConfigError(f"env.id={name} is not a VMAS scenario ({hint}).")
+
+
+def check_pettingzoo_module(name: str) -> None:
+    """Fail in one line when ``name`` is not a module that can be imported (PettingZoo envs
+    are named by the module that makes them, e.g. ``mpe2.simple_spread_v3``)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # its parent package is missing, or an empty name
+        found = False
+    if not found:
+        raise ConfigError(
+            f"env.id={name} is not an importable module; PettingZoo envs are named by the "
+            "module whose parallel_env makes them, e.g. env.id=mpe2.simple_spread_v3."
+        )

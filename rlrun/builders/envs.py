@@ -38,7 +38,9 @@ from torchrl.envs.transforms import VecNormV2
 import rlrun.compat.tensordict  # noqa: F401  (a speed fix, applied on import)
 from rlrun.builders import atari
 from rlrun.builders.env_ids import check_env_id, import_env_modules
+from rlrun.builders.pettingzoo_env import make_pettingzoo_env
 from rlrun.builders.vmas_env import make_vmas_env, team_transforms
+from rlrun.config import MULTI_AGENT_BACKENDS
 
 # MuJoCo renders (eval.video) through EGL, which needs no display; MUJOCO_GL set by the user wins.
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -99,6 +101,8 @@ def _base_env(cfg: DictConfig, num_envs: int, start_method: str) -> EnvBase:
         return make_envpool_env(cfg, num_envs)
     if cfg.backend == "vmas":
         return make_vmas_env(cfg, num_envs)
+    if cfg.backend == "pettingzoo":
+        return make_pettingzoo_env(cfg, num_envs, start_method)
     kwargs = OmegaConf.to_container(cfg.kwargs, resolve=True) or {}
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
@@ -199,7 +203,7 @@ def make_env(
     ``observation_stats``: normalise with the training env's statistics (evaluation);
     ``training``: false for an evaluation env (Atari: no episodic life, no reward clipping)."""
     import_env_modules(cfg.imports)  # your gymnasium ids (env.imports), in this process too
-    if cfg.backend == "vmas":  # a team of agents (rlrun/builders/vmas_env.py)
+    if cfg.backend in MULTI_AGENT_BACKENDS:  # a team of agents (rlrun/builders/vmas_env.py)
         env = _base_env(cfg, num_envs or cfg.num_envs, start_method)
         transforms = team_transforms(env)  # the team's reward, step count and returns
     else:

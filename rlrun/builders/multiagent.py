@@ -1,27 +1,41 @@
-"""A team of agents' networks and clipped PPO loss (the multi-agent algorithms' shared
-pieces): TorchRL's ``MultiAgentMLP`` over the agent dimension of a multi-agent env's
-``("agents", ...)`` keys (``rlrun/builders/vmas_env.py``), and its ``MAPPOLoss``.
+"""A team of agents' networks and losses (the multi-agent algorithms' shared pieces):
+TorchRL's ``MultiAgentMLP`` over the agent dimension of a multi-agent env's ``("agents", ...)``
+keys (``rlrun/builders/vmas_env.py``), and its losses over those keys: ``MAPPOLoss`` (clipped
+PPO), ``QMixerLoss`` (value decomposition), ``DDPGLoss`` and ``SACLoss`` (continuous actions,
+off-policy, each agent's value from its own reward).
 
-Each agent acts on its own observation (decentralised actors); the critic values each agent's
-state from its own observation (IPPO) or from the whole team's (MAPPO's centralised critic).
-``policy.share_params``: one set of weights for every agent of the team, or one each. A user's
-own factory takes the same keyword arguments as :func:`make_team_actor_critic`.
+Each agent acts on its own observation (decentralised actors); a critic values each agent's
+state (or state and action) from its own observation (IPPO, IDDPG, ISAC) or from the whole
+team's (MAPPO's, MADDPG's and MASAC's centralised critics). ``policy.share_params``: one set of
+weights for every agent of the team, or one each. A user's own factory takes the same keyword
+arguments as :func:`make_team_actor_critic` and :func:`make_team_actor_q`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
 from omegaconf import DictConfig
+from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
+from tensordict.utils import NestedKey
 from torch import nn
 from torchrl.data import Composite, TensorSpec
-from torchrl.modules import MultiAgentMLP, QValueModule, SafeSequential, TanhNormal
+from torchrl.modules import MultiAgentMLP, QValueModule, SafeSequential, TanhModule, TanhNormal
+from torchrl.objectives import DDPGLoss, LossModule, SACLoss
 from torchrl.objectives.multiagent import MAPPOLoss, QMixerLoss
 from torchrl.objectives.value import MultiAgentGAE
 
-from rlrun.builders.offpolicy import epsilon_greedy, hard_or_soft, off_policy, require_qvalue
+from rlrun.builders.offpolicy import (
+    epsilon_greedy,
+    gaussian_noise,
+    hard_or_soft,
+    max_entropy,
+    off_policy,
+    require_qvalue,
+)
 from rlrun.builders.onpolicy import on_policy, require_critic
 from rlrun.builders.policies import (
     ACTIVATIONS,
@@ -52,6 +66,60 @@ def team_mlp(
     )
 
 
+def team_actor(
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    sizes: Sequence[int],
+    act: str,
+    share_params: bool,
+    state_dependent_std: bool,
+    return_log_prob: bool,
+) -> BoundedActor:
+    """A stochastic actor per agent on its own observation, writing ``("agents", "action")``
+    (and, with ``return_log_prob``, its log-prob: PPO's ratio reads it): a TanhNormal for
+    continuous actions, a categorical for discrete ones."""
+    n_agents, obs_dim = agents_and_width(observation_spec)
+    dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
+    continuous = issubclass(dist_cls, TanhNormal)
+    dist_keys = ["loc", "scale"] if continuous else ["logits"]
+    layers: list[nn.Module] = []
+    if continuous:
+        n_out, head = normal_head(n_out, state_dependent_std)
+        layers.append(head)
+    net = team_mlp(
+        obs_dim, n_out, n_agents, sizes, act, centralized=False, share_params=share_params
+    )
+    return BoundedActor(
+        TensorDictModule(
+            nn.Sequential(net, *layers),
+            [(AGENTS, "observation")],
+            [(AGENTS, key) for key in dist_keys],
+        ),
+        in_keys={key: (AGENTS, key) for key in dist_keys},
+        out_keys=[(AGENTS, "action")],
+        spec=action_spec,
+        distribution_class=dist_cls,
+        distribution_kwargs=dist_kwargs,
+        return_log_prob=return_log_prob,
+    )
+
+
+def agents_and_width(observation_spec: Composite) -> tuple[int, int]:
+    """The number of agents and the width of each agent's observation."""
+    observation = observation_spec[AGENTS, "observation"]
+    return observation.shape[-2], observation.shape[-1]
+
+
+def only_mlp(kind: str) -> None:
+    """The team's networks are MLPs over the agent dimension: any other ``policy.kind`` is
+    refused."""
+    if kind != "mlp":
+        raise ConfigError(
+            f"policy.kind={kind}: the multi-agent algorithms build MLPs over the agents "
+            "(TorchRL's MultiAgentMLP); use policy=mlp."
+        )
+
+
 def make_team_actor_critic(
     *,
     observation_spec: Composite,
@@ -68,40 +136,20 @@ def make_team_actor_critic(
     """A stochastic actor per agent, writing ``("agents", "action")`` and its log-prob, and a
     per-agent state-value critic, ``("agents", "state_value")``: centralised (every agent's
     observation) or local (its own)."""
-    if kind != "mlp":
-        raise ConfigError(
-            f"policy.kind={kind}: the multi-agent algorithms build MLPs over the agents "
-            "(TorchRL's MultiAgentMLP); use policy=mlp."
-        )
-    observation = observation_spec[AGENTS, "observation"]
-    n_agents, obs_dim = observation.shape[-2], observation.shape[-1]
-    dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
-    continuous = issubclass(dist_cls, TanhNormal)
-    dist_keys = ["loc", "scale"] if continuous else ["logits"]
-    layers: list[nn.Module] = []
-    if continuous:
-        n_out, head = normal_head(n_out, state_dependent_std)
-        layers.append(head)
-    sharing = {"share_params": share_params}
-    net = team_mlp(obs_dim, n_out, n_agents, hidden_sizes, activation, centralized=False, **sharing)
-    actor = BoundedActor(
-        TensorDictModule(
-            nn.Sequential(net, *layers),
-            [(AGENTS, "observation")],
-            [(AGENTS, key) for key in dist_keys],
-        ),
-        in_keys={key: (AGENTS, key) for key in dist_keys},
-        out_keys=[(AGENTS, "action")],
-        spec=action_spec,
-        distribution_class=dist_cls,
-        distribution_kwargs=dist_kwargs,
-        return_log_prob=True,
-    ).to(device)
+    only_mlp(kind)
+    actor = team_actor(
+        observation_spec, action_spec, hidden_sizes, activation, share_params,
+        state_dependent_std, return_log_prob=True,
+    )  # fmt: skip
+    n_agents, obs_dim = agents_and_width(observation_spec)
     value = team_mlp(
-        obs_dim, 1, n_agents, hidden_sizes, activation, centralized=centralised_critic, **sharing
-    )
+        obs_dim, 1, n_agents, hidden_sizes, activation, centralized=centralised_critic,
+        share_params=share_params,
+    )  # fmt: skip
     critic = TensorDictModule(value, [(AGENTS, "observation")], [(AGENTS, "state_value")])
-    return ActorCritic(actor=actor, critic=critic.to(device), action_key=(AGENTS, "action"))
+    return ActorCritic(
+        actor=actor.to(device), critic=critic.to(device), action_key=(AGENTS, "action")
+    )
 
 
 def make_centralised_critic(**kwargs: object) -> ActorCritic:
@@ -124,11 +172,9 @@ def make_team_qvalue_actor(
     """Each agent's action values from its own observation, and its greedy action
     (``("agents", "action")``, the chosen action's value beside it: what a mixer sums up).
     Returned as ``ActorCritic(actor=q, qvalue=q)``; exploration is the algorithm's."""
-    if kind != "mlp":
-        raise ConfigError(f"policy.kind={kind}: the team's Q-networks are MLPs; use policy=mlp.")
+    only_mlp(kind)
     n_actions = discrete_actions(action_spec, f"{__name__}.make_team_qvalue_actor")
-    observation = observation_spec[AGENTS, "observation"]
-    n_agents, obs_dim = observation.shape[-2], observation.shape[-1]
+    n_agents, obs_dim = agents_and_width(observation_spec)
     net = team_mlp(
         obs_dim, n_actions, n_agents, hidden_sizes, activation, centralized=False,
         share_params=share_params,
@@ -143,6 +189,91 @@ def make_team_qvalue_actor(
     )
     actor = SafeSequential(values, greedy).to(device)
     return ActorCritic(actor=actor, qvalue=actor, action_key=(AGENTS, "action"))
+
+
+def make_team_actor_q(
+    *,
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    device: str | torch.device = "cpu",
+    kind: str = "mlp",
+    hidden_sizes: Sequence[int] = (64, 64),
+    activation: str = "tanh",
+    share_params: bool = True,
+    state_dependent_std: bool = True,
+    deterministic: bool = False,
+    centralised_critic: bool = False,
+    **_: object,
+) -> ActorCritic:
+    """An actor per agent on its own observation (TanhNormal; ``deterministic``: tanh-scaled
+    to the action bounds, exploration noise being the algorithm's) and a Q-network per agent,
+    ``("agents", "state_action_value")``, on its own observation and action or, centralised,
+    on the whole team's (the losses make the copies they need). Continuous actions only."""
+    only_mlp(kind)
+    if action_spec.domain != "continuous":
+        raise ConfigError(
+            f"policy._target_={__name__}.make_team_actor_q needs continuous actions; this env's "
+            "are discrete: set env.kwargs.continuous_actions=true, or use a team algorithm for "
+            "discrete actions (rlrun --help lists them)."
+        )
+    sizes, act = hidden_sizes, activation
+    if deterministic:
+        actor = team_deterministic_actor(observation_spec, action_spec, sizes, act, share_params)
+    else:
+        actor = team_actor(
+            observation_spec, action_spec, sizes, act, share_params, state_dependent_std,
+            return_log_prob=False,
+        )  # fmt: skip
+    n_agents, obs_dim = agents_and_width(observation_spec)
+    # MultiAgentMLP joins its inputs, observation then action, per agent
+    q = team_mlp(
+        obs_dim + action_spec.shape[-1], 1, n_agents, sizes, act, centralized=centralised_critic,
+        share_params=share_params,
+    )  # fmt: skip
+    reads = [(AGENTS, "observation"), (AGENTS, "action")]
+    qvalue = TensorDictModule(q, reads, [(AGENTS, "state_action_value")])
+    return ActorCritic(
+        actor=actor.to(device), qvalue=qvalue.to(device), action_key=(AGENTS, "action")
+    )
+
+
+def team_deterministic_actor(
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    sizes: Sequence[int],
+    act: str,
+    share_params: bool,
+) -> SafeSequential:
+    """A deterministic actor per agent on its own observation, tanh-scaled to the action
+    bounds: its ``spec[("agents", "action")]`` is the team's unbatched action spec."""
+    n_agents, obs_dim = agents_and_width(observation_spec)
+    team_actions = action_spec[(0,) * observation_spec.ndim]  # [n_agents, dim]: env dims dropped
+    net = team_mlp(
+        obs_dim, action_spec.shape[-1], n_agents, sizes, act, centralized=False,
+        share_params=share_params,
+    )  # fmt: skip
+    return SafeSequential(
+        TensorDictModule(net, [(AGENTS, "observation")], [(AGENTS, "param")]),
+        TanhModule([(AGENTS, "param")], [(AGENTS, "action")], spec=team_actions),
+    )
+
+
+def make_team_deterministic_actor_q(**kwargs: object) -> ActorCritic:
+    """:func:`make_team_actor_q` with deterministic actors and a Q-network per agent on its
+    own observation and action (IDDPG's)."""
+    return make_team_actor_q(**kwargs, deterministic=True)
+
+
+def make_team_deterministic_actor_centralised_q(**kwargs: object) -> ActorCritic:
+    """:func:`make_team_actor_q` with deterministic actors and Q-networks on the whole team's
+    observations and actions (MADDPG's)."""
+    return make_team_actor_q(**kwargs, deterministic=True, centralised_critic=True)
+
+
+def make_team_stochastic_actor_centralised_q(**kwargs: object) -> ActorCritic:
+    """:func:`make_team_actor_q` with TanhNormal actors and Q-networks on the whole team's
+    observations and actions (MASAC's)."""
+    return make_team_actor_q(**kwargs, centralised_critic=True)
 
 
 def mixed_value_training(cfg: DictConfig, ctx: Context, mixer: nn.Module, reads: list) -> Training:
@@ -196,3 +327,77 @@ def clipped_team_training(cfg: DictConfig, ctx: Context) -> Training:
         logprob_check_tol=cfg.logprob_check_tol,
         estimator=MultiAgentGAE,
     )
+
+
+class AgentSignals:
+    """For a TorchRL loss whose TD(0) targets are per agent (``DDPGLoss``, ``SACLoss`` over the
+    agents' keys): the team's ``done`` and ``terminated`` (``[*batch, 1]``) spread over the
+    agents as ``("agents", "done")`` and ``("agents", "terminated")`` (``[*batch, n_agents,
+    1]``) before each forward, as TorchRL's multi-agent recipes and BenchMARL do to each
+    collected batch, and a prioritized replay's importance weights (``[*batch]``) over the
+    agents' loss terms. Done here, every replay sample passes through it, however it was drawn
+    (the fused update step's, a prioritized buffer's, a dataset's)."""
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        after = tensordict.get("next")
+        shape = after.get((AGENTS, "reward")).shape
+        for key in ("done", "terminated"):
+            after.set((AGENTS, key), after.get(key).unsqueeze(-2).expand(shape))
+        weight = tensordict.get(self.tensor_keys.priority_weight, None)
+        if weight is not None and weight.shape == tensordict.shape:
+            tensordict.set(
+                self.tensor_keys.priority_weight, weight.unsqueeze(-1).expand(shape[:-1])
+            )
+        return super().forward(tensordict)
+
+
+@functools.cache
+def with_agent_signals(loss_class: type) -> type:
+    """``loss_class`` (a TorchRL loss) with :class:`AgentSignals` in front: the team's done
+    flags and replay weights spread over the agents."""
+    name = f"AgentSignals{loss_class.__name__}"
+    return type(name, (AgentSignals, loss_class), {"__module__": __name__})
+
+
+def agent_keys(loss: LossModule, **more: NestedKey) -> LossModule:
+    """``loss`` reading each agent's Q-value, reward and done flags (``("agents", ...)``), and
+    ``more`` of its keys."""
+    loss.set_keys(
+        state_action_value=(AGENTS, "state_action_value"),
+        reward=(AGENTS, "reward"),
+        done=(AGENTS, "done"),
+        terminated=(AGENTS, "terminated"),
+        **more,
+    )
+    return loss
+
+
+def deterministic_team_training(cfg: DictConfig, ctx: Context) -> Training:
+    """DDPG for a team (TorchRL's ``DDPGLoss`` over the agents' keys; MADDPG and IDDPG differ
+    in their critic only): each agent's Q-value regresses on its own reward's TD(0) target,
+    each actor climbs its Q-value; a target critic soft-updated with ``algo.tau`` (no target
+    actor, as in TorchRL's recipe and BenchMARL), Gaussian noise on every agent's action while
+    collecting."""
+    require_qvalue(ctx.ac, cfg.name)
+    loss = with_agent_signals(DDPGLoss)(
+        ctx.ac.actor, ctx.ac.qvalue, loss_function=cfg.loss_function, delay_value=True
+    )
+    exploration = gaussian_noise(cfg, ctx.ac, ctx.device)
+    return off_policy(cfg, agent_keys(loss), ctx.frames_per_batch, exploration=exploration)
+
+
+def soft_team_training(cfg: DictConfig, ctx: Context) -> Training:
+    """SAC for a team (TorchRL's ``SACLoss`` over the agents' keys; MASAC and ISAC differ in
+    their critic only): each agent's twin Q-values regress on its own reward's soft TD(0)
+    target, each TanhNormal actor maximises its Q-value and entropy, one learned temperature
+    for the team (target entropy: minus each agent's action dims), target critics
+    soft-updated with ``algo.tau``."""
+    require_qvalue(ctx.ac, cfg.name)
+    loss = with_agent_signals(SACLoss)(
+        ctx.ac.actor,
+        ctx.ac.qvalue,
+        loss_function=cfg.loss_function,
+        delay_qvalue=True,
+        **max_entropy(cfg, ctx.ac),
+    )
+    return off_policy(cfg, agent_keys(loss, action=ctx.ac.action_key), ctx.frames_per_batch)

@@ -246,7 +246,7 @@ def twin_delayed(
     loss = with_delayed_actor(loss_class)(
         ac.actor,
         ac.qvalue,
-        action_spec=ac.actor.spec["action"],
+        action_spec=ac.actor.spec[ac.action_key],
         num_qvalue_nets=cfg.num_qvalue_nets,
         policy_noise=cfg.policy_noise,
         noise_clip=cfg.noise_clip,
@@ -258,11 +258,12 @@ def twin_delayed(
 
 
 def max_entropy(cfg: DictConfig, ac: ActorCritic) -> dict[str, Any]:
-    """What SAC's loss shares with its continuous kin (REDQ, TQC, CrossQ): the number of
-    critics, the initial temperature and the target entropy -|A|, from the action spec's last
-    dim only (the spec carries the env batch dims too)."""
+    """What SAC's loss shares with its continuous kin (REDQ, TQC, CrossQ) and its team
+    versions: the number of critics, the initial temperature and the target entropy -|A|, from
+    the action spec's last dim only (the spec carries the env batch dims too; a team's, the
+    agent dim: each agent's own entropy)."""
     return {
         "num_qvalue_nets": cfg.num_qvalue_nets,
         "alpha_init": cfg.alpha_init,
-        "target_entropy": -float(ac.actor.spec["action"].shape[-1]),
+        "target_entropy": -float(ac.actor.spec[ac.action_key].shape[-1]),
     }

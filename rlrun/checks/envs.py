@@ -9,7 +9,7 @@ import json
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun.algorithms import declared
-from rlrun.builders.env_ids import check_env_id, check_vmas_scenario
+from rlrun.builders.env_ids import check_env_id, check_pettingzoo_module, check_vmas_scenario
 from rlrun.checks.algorithms import check_actions
 from rlrun.config import MULTI_AGENT_BACKENDS, RECURRENT_KINDS
 from rlrun.errors import ConfigError
@@ -40,9 +40,13 @@ def check_observations(cfg: DictConfig) -> None:
         )
     if env.backend == "vmas":
         check_vmas_scenario(env.id)
+    if env.backend == "pettingzoo":
+        check_pettingzoo_module(env.id)
     if env.backend in MULTI_AGENT_BACKENDS:
         single = {"obs_mask": env.obs_mask, "normalize_observations": env.normalize_observations}
-        for key, value in {**single, "parallel": env.parallel, "atari": env.atari}.items():
+        if env.backend == "vmas":  # PettingZoo's envs may run in worker processes
+            single["parallel"] = env.parallel
+        for key, value in {**single, "atari": env.atari}.items():
             if value:
                 raise ConfigError(
                     f"env.{key}={value} is for single-agent gymnasium envs; "
@@ -78,17 +82,42 @@ def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
         env.close()
 
 
+@functools.cache
+def _team_action_space(module: str, kwargs_json: str) -> str:
+    """The action space's class of a PettingZoo parallel env's first agent (one env made and
+    closed), after a one-line refusal if ``module`` cannot make one."""
+    import importlib
+
+    try:
+        env = importlib.import_module(module).parallel_env(**json.loads(kwargs_json))
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(
+            f"env.id={module} is not an importable PettingZoo env module with a parallel_env "
+            f"(e.g. env.id=mpe2.simple_spread_v3): {type(err).__name__}: {err}"
+        ) from None
+    try:
+        return type(env.action_space(env.possible_agents[0])).__name__
+    finally:
+        env.close()
+
+
 def check_env(cfg: DictConfig) -> None:
     """The env exists, its packages are installed, the algorithm can act in it (one agent or a
     team, its action space), and evaluation can render it."""
     algorithm = declared(cfg.algo)
-    if cfg.env.backend == "vmas":  # VMAS's default: continuous actions; it has both
-        continuous = cfg.env.kwargs.get("continuous_actions", True)
-        if ("Box" if continuous else "Discrete") not in algorithm.actions:
-            flip = "false" if continuous else "true"
+    kwargs = OmegaConf.to_container(cfg.env.kwargs, resolve=True)
+    if cfg.env.backend in MULTI_AGENT_BACKENDS:
+        if cfg.env.backend == "vmas":  # VMAS's default: continuous actions; it has both
+            continuous = kwargs.get("continuous_actions", True)
+            space = "Box" if continuous else "Discrete"
+        else:
+            space = _team_action_space(cfg.env.id, json.dumps(kwargs, sort_keys=True))
+        if space not in algorithm.actions:
+            flip = "false" if space == "Box" else "true"
             raise ConfigError(
-                f"algo={cfg.algo.get('name')} needs {' or '.join(algorithm.actions)} actions; "
-                f"VMAS gives either: set env.kwargs.continuous_actions={flip}."
+                f"algo={cfg.algo.get('name')} needs {' or '.join(algorithm.actions)} actions, but "
+                f"env.id={cfg.env.id} gives {space} ones: set env.kwargs.continuous_actions="
+                f"{flip} (VMAS and MPE envs give either)."
             )
         if cfg.eval.video:
             raise ConfigError("eval.video=true: rlrun records gymnasium envs only; set it false.")
@@ -97,7 +126,6 @@ def check_env(cfg: DictConfig) -> None:
         from rlrun.builders.envpool_env import envpool_task
 
         envpool_task(cfg.env)
-    kwargs = OmegaConf.to_container(cfg.env.kwargs, resolve=True)
     space, render_modes = _env_facts(cfg.env.id, json.dumps(kwargs, sort_keys=True))
     check_actions(cfg, algorithm, space)
     if cfg.eval.video and "rgb_array" not in render_modes:

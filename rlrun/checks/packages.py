@@ -24,6 +24,8 @@ EXTRAS = {
     "ray": "ray",
     "minari": "offline",
     "vmas": "multiagent",
+    "pettingzoo": "multiagent",
+    "mpe2": "multiagent",
     "hydra_plugins.hydra_ray_launcher": "ray",
 }
 
@@ -66,7 +68,7 @@ def check_optional_packages(cfg: DictConfig) -> None:
         need("ale_py", f"env.id={cfg.env.id}")
     if cfg.env.atari is not None:
         need("cv2", "the Atari preprocessing (env.atari)")
-    if cfg.env.backend in ("envpool", "vmas"):
+    if cfg.env.backend in ("envpool", "vmas", "pettingzoo"):
         need(cfg.env.backend, f"env.backend={cfg.env.backend}")
     if cfg.collector.kind == "ray":
         need("ray", "collector=ray")

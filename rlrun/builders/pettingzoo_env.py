@@ -1,0 +1,40 @@
+"""``env.backend=pettingzoo``: a PettingZoo parallel env (MPE's ``simple_spread``, ...) through
+TorchRL's ``PettingZooWrapper``, as a team of agents (``rlrun/builders/vmas_env.py`` says what a
+team's keys are).
+
+``env.id`` is the module that makes it, as PettingZoo names it (``mpe2.simple_spread_v3``: its
+``parallel_env(**env.kwargs)``). The agents form one group, ``agents``; the env's global state is
+kept beside them (``state``). PettingZoo steps one env at a time: ``env.num_envs`` of them run
+one after the other (TorchRL's ``SerialEnv``), or in worker processes with ``env.parallel``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from torchrl.envs import EnvBase, ParallelEnv, SerialEnv
+from torchrl.envs.utils import MarlGroupMapType
+
+
+def _one_env(module: str, kwargs: dict[str, Any]) -> EnvBase:
+    from torchrl.envs.libs.pettingzoo import PettingZooWrapper
+
+    parallel_env = importlib.import_module(module).parallel_env(**kwargs)
+    return PettingZooWrapper(
+        parallel_env, group_map=MarlGroupMapType.ALL_IN_ONE_GROUP, return_state=True
+    )
+
+
+def make_pettingzoo_env(cfg: DictConfig, num_envs: int, start_method: str) -> EnvBase:
+    """``num_envs`` envs of PettingZoo module ``env.id``, one after the other or (``env.parallel``)
+    in worker processes."""
+    kwargs = OmegaConf.to_container(cfg.kwargs, resolve=True) or {}
+    make_one = functools.partial(_one_env, cfg.id, kwargs)
+    if num_envs == 1:
+        return make_one()
+    if cfg.parallel:
+        return ParallelEnv(num_envs, make_one, mp_start_method=start_method)
+    return SerialEnv(num_envs, make_one)
