@@ -1,6 +1,6 @@
 """IDDPG (``algo=iddpg``): DDPG for a team of agents with a Q-network per agent that sees only
 that agent's observation and action, the independent learner MADDPG is compared against
-(TorchRL's ``DDPGLoss`` over the agents' keys; ``rlrun/builders/multiagent.py``)."""
+(TorchRL's ``DDPGLoss`` over the agents' keys; ``rlrun/builders/team_training.py``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def build(cfg: DictConfig, ctx: Context) -> Training:
-    from rlrun.builders.multiagent import deterministic_team_training
+    from rlrun.builders.team_training import deterministic_team_training
 
     return deterministic_team_training(cfg, ctx)
 

@@ -1,6 +1,6 @@
 """IPPO (``algo=ippo``): clipped PPO for a team of agents with a critic per agent that sees only
 that agent's observation (de Witt et al. 2020), the independent learner MAPPO is compared
-against (``rlrun/builders/multiagent.py``)."""
+against (``rlrun/builders/team_training.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def build(cfg: DictConfig, ctx: Context) -> Training:
-    from rlrun.builders.multiagent import clipped_team_training
+    from rlrun.builders.team_training import clipped_team_training
 
     return clipped_team_training(cfg, ctx)
 

@@ -1,6 +1,6 @@
 """ISAC (``algo=isac``): soft actor-critic for a team of agents with twin Q-networks per agent
 that see only that agent's observation and action (TorchRL's ``SACLoss`` over the agents' keys;
-``rlrun/builders/multiagent.py``)."""
+``rlrun/builders/team_training.py``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def build(cfg: DictConfig, ctx: Context) -> Training:
-    from rlrun.builders.multiagent import soft_team_training
+    from rlrun.builders.team_training import soft_team_training
 
     return soft_team_training(cfg, ctx)
 

@@ -2,7 +2,7 @@
 observation, with a Q-network per agent that sees the whole team's observations and actions
 (Lowe et al. 2017; TorchRL's ``DDPGLoss`` over the agents' keys). Continuous actions; each
 agent explores with Gaussian noise. ``algo=iddpg`` differs in its critic only
-(``rlrun/builders/multiagent.py``)."""
+(``rlrun/builders/team_training.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def build(cfg: DictConfig, ctx: Context) -> Training:
-    from rlrun.builders.multiagent import deterministic_team_training
+    from rlrun.builders.team_training import deterministic_team_training
 
     return deterministic_team_training(cfg, ctx)
 

@@ -1,7 +1,7 @@
 """MAPPO (``algo=mappo``): clipped PPO for a team of agents, each acting on its own observation,
 with a critic that sees the whole team's (Yu et al. 2022; TorchRL's ``MAPPOLoss``).
 
-PPO's data flow for a team (``rlrun/builders/multiagent.py``): advantages per agent over each
+PPO's data flow for a team (``rlrun/builders/team_training.py``): advantages per agent over each
 fresh batch, then minibatches of it. ``algo=ippo`` differs in its critic only.
 """
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def build(cfg: DictConfig, ctx: Context) -> Training:
-    from rlrun.builders.multiagent import clipped_team_training
+    from rlrun.builders.team_training import clipped_team_training
 
     return clipped_team_training(cfg, ctx)
 

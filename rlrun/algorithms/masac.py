@@ -2,7 +2,7 @@
 on its own observation, twin Q-networks per agent that see the whole team's observations and
 actions, and one learned entropy temperature (TorchRL's ``SACLoss`` over the agents' keys, as in
 its multi-agent recipe and BenchMARL). Continuous actions. ``algo=isac`` differs in its critic
-only (``rlrun/builders/multiagent.py``)."""
+only (``rlrun/builders/team_training.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def build(cfg: DictConfig, ctx: Context) -> Training:
-    from rlrun.builders.multiagent import soft_team_training
+    from rlrun.builders.team_training import soft_team_training
 
     return soft_team_training(cfg, ctx)
 

@@ -1,7 +1,7 @@
 """QMIX (``algo=qmix``): each agent's Q-values from its own observation, mixed by a network
 that reads the whole team's observations into the team's value, monotone in each agent's
 (Rashid et al. 2018; TorchRL's ``QMixer`` and ``QMixerLoss``). Discrete actions
-(``env.kwargs.continuous_actions=false`` for VMAS); ``rlrun/builders/multiagent.py``."""
+(``env.kwargs.continuous_actions=false`` for VMAS); ``rlrun/builders/team_training.py``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class QMixConfig(MixedValueConfig):
 def build(cfg: DictConfig, ctx: Context) -> Training:
     from torchrl.modules import QMixer
 
-    from rlrun.builders.multiagent import mixed_value_training, team_size
+    from rlrun.builders.team_training import mixed_value_training, team_size
     from rlrun.builders.vmas_env import AGENTS
 
     n_agents, state_shape = team_size(ctx)

@@ -1,7 +1,7 @@
 """VDN (``algo=vdn``): the team's value is the sum of its agents' Q-values, each from the
 agent's own observation (Sunehag et al. 2017; TorchRL's ``VDNMixer`` and ``QMixerLoss``).
 Discrete actions (``env.kwargs.continuous_actions=false`` for VMAS);
-``rlrun/builders/multiagent.py``."""
+``rlrun/builders/team_training.py``."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def build(cfg: DictConfig, ctx: Context) -> Training:
     from torchrl.modules import VDNMixer
 
-    from rlrun.builders.multiagent import mixed_value_training, team_size
+    from rlrun.builders.team_training import mixed_value_training, team_size
     from rlrun.builders.vmas_env import AGENTS
 
     n_agents, _ = team_size(ctx)

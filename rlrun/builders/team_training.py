@@ -1,0 +1,159 @@
+"""A team of agents' losses and how they train (the multi-agent algorithms' shared builders),
+over the agents' ``("agents", ...)`` keys (``rlrun/builders/vmas_env.py``) and the networks of
+``rlrun/builders/multiagent.py``: TorchRL's ``MAPPOLoss`` (clipped PPO), ``QMixerLoss`` (value
+decomposition), ``DDPGLoss`` and ``SACLoss`` (continuous actions, off-policy, each agent's value
+from its own reward). The algorithms differ in their critics, which their networks build.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from omegaconf import DictConfig
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule
+from tensordict.utils import NestedKey
+from torch import nn
+from torchrl.objectives import DDPGLoss, LossModule, SACLoss
+from torchrl.objectives.multiagent import MAPPOLoss, QMixerLoss
+from torchrl.objectives.value import MultiAgentGAE
+
+from rlrun.builders.offpolicy import (
+    epsilon_greedy,
+    gaussian_noise,
+    hard_or_soft,
+    max_entropy,
+    off_policy,
+    require_qvalue,
+)
+from rlrun.builders.onpolicy import on_policy, require_critic
+from rlrun.builders.training import Context, Training
+from rlrun.builders.vmas_env import AGENTS
+
+
+def mixed_value_training(cfg: DictConfig, ctx: Context, mixer: nn.Module, reads: list) -> Training:
+    """Value decomposition (TorchRL's ``QMixerLoss``: QMIX, VDN): the agents' chosen action
+    values, mixed by ``mixer`` (reading ``reads``) into the team's, regress on the team's TD(0)
+    target (its reward: the agents' mean, ``rlrun/builders/vmas_env.py``); each agent explores
+    epsilon-greedily; target networks, hard or soft, for both."""
+    require_qvalue(ctx.ac, cfg.name)
+    mixing = TensorDictModule(mixer.to(ctx.device), reads, ["chosen_action_value"])
+    loss = QMixerLoss(ctx.ac.qvalue, mixing, loss_function=cfg.loss_function, delay_value=True)
+    exploration = epsilon_greedy(cfg, ctx.ac, ctx.device)
+    updater = hard_or_soft(cfg, loss)
+    return off_policy(cfg, loss, ctx.frames_per_batch, updater=updater, exploration=exploration)
+
+
+def team_size(ctx: Context) -> tuple[int, torch.Size]:
+    """The number of agents and the shape of the team's observations (QMIX's state: every
+    agent's observation), from the env's spec."""
+    shape = ctx.observation_spec[AGENTS, "observation"].shape
+    return shape[-2], shape[-2:]
+
+
+def clipped_team_training(cfg: DictConfig, ctx: Context) -> Training:
+    """Clipped PPO for a team (TorchRL's ``MAPPOLoss``; MAPPO and IPPO differ in their critic
+    only): the actor and critic of ``ctx.ac`` over the agents' ``("agents", ...)`` keys, each
+    agent's advantages from its own rewards and values by TorchRL's ``MultiAgentGAE`` (which
+    spreads the team's done flags over the agents), then PPO's minibatches of each fresh batch
+    (``rlrun/builders/onpolicy.py``)."""
+    require_critic(ctx.ac, cfg.name)
+    loss = MAPPOLoss(
+        ctx.ac.actor,
+        ctx.ac.critic,
+        clip_epsilon=cfg.clip_epsilon,
+        entropy_coeff=cfg.entropy_coef,
+        critic_coeff=cfg.critic_coef,
+        normalize_advantage=cfg.normalize_advantage,
+        loss_critic_type="l2",
+    )
+    loss.set_keys(
+        action=(AGENTS, "action"),
+        sample_log_prob=(AGENTS, "action_log_prob"),
+        value=(AGENTS, "state_value"),
+        reward=(AGENTS, "reward"),
+    )
+    return on_policy(
+        cfg,
+        loss,
+        ctx,
+        cfg.minibatch_size,
+        epochs=cfg.epochs,
+        logprob_check_tol=cfg.logprob_check_tol,
+        estimator=MultiAgentGAE,
+    )
+
+
+class AgentSignals:
+    """For a TorchRL loss whose TD(0) targets are per agent (``DDPGLoss``, ``SACLoss`` over the
+    agents' keys): the team's ``done`` and ``terminated`` (``[*batch, 1]``) spread over the
+    agents as ``("agents", "done")`` and ``("agents", "terminated")`` (``[*batch, n_agents,
+    1]``) before each forward, as TorchRL's multi-agent recipes and BenchMARL do to each
+    collected batch, and a prioritized replay's importance weights (``[*batch]``) over the
+    agents' loss terms. Done here, every replay sample passes through it, however it was drawn
+    (the fused update step's, a prioritized buffer's, a dataset's)."""
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        after = tensordict.get("next")
+        shape = after.get((AGENTS, "reward")).shape
+        for key in ("done", "terminated"):
+            after.set((AGENTS, key), after.get(key).unsqueeze(-2).expand(shape))
+        weight = tensordict.get(self.tensor_keys.priority_weight, None)
+        if weight is not None and weight.shape == tensordict.shape:
+            tensordict.set(
+                self.tensor_keys.priority_weight, weight.unsqueeze(-1).expand(shape[:-1])
+            )
+        return super().forward(tensordict)
+
+
+@functools.cache
+def with_agent_signals(loss_class: type) -> type:
+    """``loss_class`` (a TorchRL loss) with :class:`AgentSignals` in front: the team's done
+    flags and replay weights spread over the agents."""
+    name = f"AgentSignals{loss_class.__name__}"
+    return type(name, (AgentSignals, loss_class), {"__module__": __name__})
+
+
+def agent_keys(loss: LossModule, **more: NestedKey) -> LossModule:
+    """``loss`` reading each agent's Q-value, reward and done flags (``("agents", ...)``), and
+    ``more`` of its keys."""
+    loss.set_keys(
+        state_action_value=(AGENTS, "state_action_value"),
+        reward=(AGENTS, "reward"),
+        done=(AGENTS, "done"),
+        terminated=(AGENTS, "terminated"),
+        **more,
+    )
+    return loss
+
+
+def deterministic_team_training(cfg: DictConfig, ctx: Context) -> Training:
+    """DDPG for a team (TorchRL's ``DDPGLoss`` over the agents' keys; MADDPG and IDDPG differ
+    in their critic only): each agent's Q-value regresses on its own reward's TD(0) target,
+    each actor climbs its Q-value; a target critic soft-updated with ``algo.tau`` (no target
+    actor, as in TorchRL's recipe and BenchMARL), Gaussian noise on every agent's action while
+    collecting."""
+    require_qvalue(ctx.ac, cfg.name)
+    loss = with_agent_signals(DDPGLoss)(
+        ctx.ac.actor, ctx.ac.qvalue, loss_function=cfg.loss_function, delay_value=True
+    )
+    exploration = gaussian_noise(cfg, ctx.ac, ctx.device)
+    return off_policy(cfg, agent_keys(loss), ctx.frames_per_batch, exploration=exploration)
+
+
+def soft_team_training(cfg: DictConfig, ctx: Context) -> Training:
+    """SAC for a team (TorchRL's ``SACLoss`` over the agents' keys; MASAC and ISAC differ in
+    their critic only): each agent's twin Q-values regress on its own reward's soft TD(0)
+    target, each TanhNormal actor maximises its Q-value and entropy, one learned temperature
+    for the team (target entropy: minus each agent's action dims), target critics
+    soft-updated with ``algo.tau``."""
+    require_qvalue(ctx.ac, cfg.name)
+    loss = with_agent_signals(SACLoss)(
+        ctx.ac.actor,
+        ctx.ac.qvalue,
+        loss_function=cfg.loss_function,
+        delay_qvalue=True,
+        **max_entropy(cfg, ctx.ac),
+    )
+    return off_policy(cfg, agent_keys(loss, action=ctx.ac.action_key), ctx.frames_per_batch)
