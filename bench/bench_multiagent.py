@@ -1,0 +1,151 @@
+"""Multi-agent benchmark: rlrun's MAPPO and IPPO beside BenchMARL's, same hyperparameters, same
+machine, one run.
+
+For each algorithm and seed, ``rlrun +experiment=<algo>_navigation`` (BenchMARL 1.5.2's
+hyperparameters: 6000 frames a batch from 10 VMAS envs, 45 passes of 400-frame minibatches, lr
+5e-5, 256x256 tanh networks) and then BenchMARL itself, in its own virtualenv
+(``bench/baselines/benchmarl_vmas.py``, installed as ``benchmarl_requirements.txt`` says) with
+the same values, both on one thread, taking turns so that both see the same load. A frame is
+one step of one VMAS env, all agents together, in both.
+
+Per implementation: the team's mean training return (mean over agents of their episode
+returns, over the episodes that ended in a batch) against frames, the mean over seeds with a
+95% bootstrap interval, and frames/s of training (collection and updates, start-up excluded).
+Writes ``bench/results/multiagent.json`` and ``.md``. Usage:
+    python bench/bench_multiagent.py [--algorithms mappo ippo] [--seeds 0 1 2] [--frames 120000]
+        [--benchmarl-python /work/benchmarl-venv/bin/python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import BIN, series, write, write_markdown
+
+HERE = Path(__file__).resolve().parent
+BENCHMARL = HERE / "baselines" / "benchmarl_vmas.py"
+# mappo_navigation's values (rlrun/conf/experiment/mappo_navigation.yaml), as BenchMARL's flags
+SAME = ["--frames-per-batch", "6000", "--n-envs", "10", "--epochs", "45",
+        "--minibatch-size", "400", "--lr", "5e-5", "--hidden", "256,256"]  # fmt: skip
+BATCH = 6000
+
+
+def run_rlrun(algo: str, seed: int, frames: int, root: Path) -> dict:
+    """One seed of ``+experiment=<algo>_navigation``: its curve and frames/s."""
+    run_dir = root / f"rlrun_{algo}_{seed}"
+    subprocess.run(
+        [str(BIN / "rlrun"), f"+experiment={algo}_navigation", f"seed={seed}",
+         f"trainer.total_frames={frames}", "trainer.num_threads=1", "trainer.progress_bar=false",
+         "logger=csv", "checkpoint.backend=none", f"hydra.run.dir={run_dir}"],
+        check=True, capture_output=True, env={**os.environ, "RL_WARNINGS": "0"},
+    )  # fmt: skip
+    summary = json.loads((run_dir / "summary.json").read_text())
+    curve = series(run_dir, "episode_return")
+    return {"frames": [f for f, _ in curve], "train_return": [r for _, r in curve],
+            "fps": summary["fps"], "wall_time_s": summary["wall_time_s"]}  # fmt: skip
+
+
+def run_benchmarl(python: str, algo: str, seed: int, frames: int, root: Path) -> dict:
+    """One seed of BenchMARL's ``algo`` on navigation with :data:`SAME`, in its own venv."""
+    out = root / f"benchmarl_{algo}_{seed}.json"
+    subprocess.run(
+        [python, str(BENCHMARL), "--algorithm", algo, "--task", "navigation", "--seed", str(seed),
+         "--frames", str(frames), *SAME, "--threads", "1", "--out", str(out)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return json.loads(out.read_text())
+
+
+def bootstrap(values: list[float], n: int = 10_000) -> list[float]:
+    """95% percentile bootstrap interval of the mean over seeds."""
+    rng = random.Random(0)
+    means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(n))
+    return [means[int(0.025 * n)], means[int(0.975 * n) - 1]]
+
+
+def at(run: dict, frames: int) -> float | None:
+    """The run's return in the batch that ended at ``frames`` (None: no episode ended)."""
+    value = dict(zip(run["frames"], run["train_return"], strict=True)).get(frames)
+    return None if value is None or value != value else value
+
+
+def summarise(runs: list[dict], points: list[int]) -> dict:
+    """Mean over seeds with its 95% interval at each of ``points`` frames; mean frames/s."""
+    out: dict = {"fps": statistics.fmean(r["fps"] for r in runs), "at": {}}
+    for frames in points:
+        values = [v for r in runs if (v := at(r, frames)) is not None]
+        if values:
+            out["at"][frames] = {"mean": statistics.fmean(values), "ci95": bootstrap(values),
+                                 "seeds": values}  # fmt: skip
+    return out
+
+
+def table(results: dict, points: list[int]) -> str:
+    head = " | ".join(f"return at {p // 1000}k frames" for p in points)
+    lines = [
+        "### Multi-agent: VMAS navigation, rlrun beside BenchMARL\n",
+        "Team return (mean over agents), mean of the seeds with a 95% bootstrap interval; "
+        "frames/s of training on one thread. Same hyperparameters (mappo_navigation's, "
+        "BenchMARL 1.5.2's defaults), same machine, runs alternating.\n",
+        f"| algorithm | implementation | {head} | frames/s |",
+        "|---|---|" + "---|" * len(points) + "---|",
+    ]
+    for algo, by_impl in results.items():
+        for impl, s in by_impl.items():
+            cells = []
+            for p in points:
+                cell = s["at"].get(p)
+                cells.append(
+                    f"{cell['mean']:.3f} [{cell['ci95'][0]:.3f}, {cell['ci95'][1]:.3f}]"
+                    if cell
+                    else "-"
+                )
+            lines.append(f"| {algo} | {impl} | {' | '.join(cells)} | {s['fps']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"])
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--frames", type=int, default=120_000)
+    p.add_argument("--benchmarl-python", default=os.environ.get(
+        "BENCHMARL_PYTHON", "/work/benchmarl-venv/bin/python"))  # fmt: skip
+    args = p.parse_args()
+    frames = -(-args.frames // BATCH) * BATCH
+    have_benchmarl = Path(args.benchmarl_python).exists()
+    if not have_benchmarl:
+        print(f"no BenchMARL at {args.benchmarl_python}: rlrun only (see {BENCHMARL.name})",
+              file=sys.stderr)  # fmt: skip
+    raw: dict = {}
+    with tempfile.TemporaryDirectory(prefix="bench-marl-") as tmp:
+        for algo in args.algorithms:
+            for seed in args.seeds:
+                raw.setdefault(algo, {}).setdefault("rlrun", []).append(
+                    run_rlrun(algo, seed, frames, Path(tmp))
+                )
+                if have_benchmarl:
+                    raw[algo].setdefault("BenchMARL", []).append(
+                        run_benchmarl(args.benchmarl_python, algo, seed, frames, Path(tmp))
+                    )
+                print(f"{algo} seed {seed} done", flush=True)
+    points = [frames // 4 // BATCH * BATCH, frames // 2 // BATCH * BATCH, frames]
+    results = {a: {i: summarise(r, points) for i, r in by.items()} for a, by in raw.items()}
+    command = "python bench/bench_multiagent.py " + " ".join(sys.argv[1:])
+    write("multiagent", {"command": command.strip(), "frames": frames, "seeds": args.seeds,
+                         "results": results, "runs": raw})  # fmt: skip
+    write_markdown("multiagent", table(results, points) + f"\n`{command.strip()}`\n")
+    print(table(results, points))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
