@@ -1,7 +1,8 @@
 """Teams of agents through the real ``rlrun`` console script: a VMAS scenario trained by MAPPO
-with worker processes and TensorBoard logs, continued by ``resume=``, evaluated (team return)
-and exported (the per-agent policy over the agent dimension); QMIX and VDN on discrete actions;
-and the refusals that name the fix. Learning (MAPPO, IPPO): ``tests/test_learning.py``."""
+with TensorBoard logs, continued by ``resume=``, evaluated (team return) and exported (the
+per-agent policy over the agent dimension); IPPO on a PettingZoo env with worker processes;
+QMIX and VDN on discrete actions; MADDPG, IDDPG, MASAC and ISAC; and the refusals that name the
+fix. Learning (MAPPO, IPPO, IDDPG): ``tests/test_learning.py``."""
 
 from __future__ import annotations
 
@@ -28,10 +29,7 @@ SMALL = [*TEAM, "algo.minibatch_size=200", "algo.epochs=1"]
 
 
 def test_mappo_trains_resumes_evaluates_and_exports_the_team(workdir: Path) -> None:
-    # two worker processes, each simulating its own VMAS envs for 10 steps a batch
-    run_rlrun(*SMALL, "trainer.total_frames=400", "logger=[csv,tensorboard]",
-              "collector=multi_sync", "collector.num_workers=2", "env.max_episode_steps=10",
-              cwd=workdir)  # fmt: skip
+    run_rlrun(*SMALL, "trainer.total_frames=400", "logger=[csv,tensorboard]", cwd=workdir)
     (run,) = run_dirs(workdir)
     assert summary(run)["frames"] == 400
     (logged,) = tensorboard_series(run, "train/episode_return")  # the team's, at 400 frames
@@ -55,12 +53,12 @@ def test_mappo_trains_resumes_evaluates_and_exports_the_team(workdir: Path) -> N
     assert specs["verified"]["runtime"] == "onnxruntime"
 
 
-def test_ippo_trains_and_evaluates_a_pettingzoo_team(workdir: Path) -> None:
-    """MPE's simple_spread through PettingZoo: 8 envs stepped one after the other, evaluated
-    in one env of its own."""
-    run_rlrun("env=pettingzoo", "algo=ippo", "collector.frames_per_batch=400",
-              "algo.minibatch_size=200", "algo.epochs=1", "trainer.total_frames=400",
-              "trainer.progress_bar=false", cwd=workdir)  # fmt: skip
+def test_ippo_trains_a_pettingzoo_team_with_worker_processes(workdir: Path) -> None:
+    """MPE's simple_spread through PettingZoo, stepped by two worker processes (4 envs each,
+    one after the other), then evaluated in one env of its own."""
+    run_rlrun("env=pettingzoo", "algo=ippo", "collector=multi_sync", "collector.num_workers=2",
+              "collector.frames_per_batch=400", "algo.minibatch_size=200", "algo.epochs=1",
+              "trainer.total_frames=400", "trainer.progress_bar=false", cwd=workdir)  # fmt: skip
     (run,) = run_dirs(workdir)
     assert summary(run)["frames"] == 400 and summary(run)["train_return_last"] < 0  # distances
     run_rlrun("eval", str(run), "episodes=2", cwd=workdir)

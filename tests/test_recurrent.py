@@ -201,7 +201,11 @@ def test_loss_mode_off_is_rejected_by_ppo() -> None:
         build_ppo(algo_cfg(), ac, 1024, CPU)
 
 
-@pytest.mark.parametrize("algo", [n for n, a in shipped().items() if not a.sequences] or [None])
+# one agent's (a team's algorithm on a team's env: tests/test_multiagent.py)
+SINGLE = [n for n, a in shipped().items() if not a.sequences and not a.multi_agent]
+
+
+@pytest.mark.parametrize("algo", SINGLE or [None])
 def test_recurrent_policy_with_a_non_sequence_algorithm(algo: str | None, workdir: Path) -> None:
     if algo is None:
         pytest.skip("every algorithm here trains on sequences")
