@@ -27,11 +27,12 @@ class QMixConfig(MixedValueConfig):
 def build(cfg: DictConfig, ctx: Context) -> Training:
     from torchrl.modules import QMixer
 
-    from rlrun.builders.team_training import mixed_value_training, team_size
+    from rlrun.builders.multiagent import agents_and_width
+    from rlrun.builders.team_training import mixed_value_training
     from rlrun.builders.vmas_env import AGENTS
 
-    n_agents, state_shape = team_size(ctx)
-    mixer = QMixer(state_shape, cfg.mixing_embed_dim, n_agents, device=ctx.device)
+    n_agents, width = agents_and_width(ctx.observation_spec)  # the state: every agent's
+    mixer = QMixer((n_agents, width), cfg.mixing_embed_dim, n_agents, device=ctx.device)
     reads = [(AGENTS, "chosen_action_value"), (AGENTS, "observation")]
     return mixed_value_training(cfg, ctx, mixer, reads)
 

@@ -19,10 +19,11 @@ if TYPE_CHECKING:
 def build(cfg: DictConfig, ctx: Context) -> Training:
     from torchrl.modules import VDNMixer
 
-    from rlrun.builders.team_training import mixed_value_training, team_size
+    from rlrun.builders.multiagent import agents_and_width
+    from rlrun.builders.team_training import mixed_value_training
     from rlrun.builders.vmas_env import AGENTS
 
-    n_agents, _ = team_size(ctx)
+    n_agents, _ = agents_and_width(ctx.observation_spec)
     mixer = VDNMixer(n_agents, device=ctx.device)
     return mixed_value_training(cfg, ctx, mixer, [(AGENTS, "chosen_action_value")])
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 
-import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
@@ -43,13 +42,6 @@ def mixed_value_training(cfg: DictConfig, ctx: Context, mixer: nn.Module, reads:
     exploration = epsilon_greedy(cfg, ctx.ac, ctx.device)
     updater = hard_or_soft(cfg, loss)
     return off_policy(cfg, loss, ctx.frames_per_batch, updater=updater, exploration=exploration)
-
-
-def team_size(ctx: Context) -> tuple[int, torch.Size]:
-    """The number of agents and the shape of the team's observations (QMIX's state: every
-    agent's observation), from the env's spec."""
-    shape = ctx.observation_spec[AGENTS, "observation"].shape
-    return shape[-2], shape[-2:]
 
 
 def clipped_team_training(cfg: DictConfig, ctx: Context) -> Training:
