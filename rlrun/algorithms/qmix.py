@@ -29,7 +29,7 @@ def build(cfg: DictConfig, ctx: Context) -> Training:
 
     from rlrun.builders.multiagent import agents_and_width
     from rlrun.builders.team_training import mixed_value_training
-    from rlrun.builders.vmas_env import AGENTS
+    from rlrun.builders.teams import AGENTS
 
     n_agents, width = agents_and_width(ctx.observation_spec)  # the state: every agent's
     mixer = QMixer((n_agents, width), cfg.mixing_embed_dim, n_agents, device=ctx.device)

@@ -34,8 +34,7 @@ from typing import Any, Literal
 
 import torch
 from omegaconf import DictConfig
-from tensordict import TensorDict, TensorDictBase
-from tensordict.utils import NestedKey
+from tensordict import TensorDict, TensorDictBase, unravel_key
 from torchrl.data import (
     LazyTensorStorage,
     OfflineToOnlineReplayBuffer,
@@ -202,14 +201,14 @@ class EnvFormat:
     def __init__(self, env: EnvBase, dataset: str) -> None:
         self.dataset = dataset
         self.observation, self.action = policy_keys(env)
-        self.rewards = [("next", *_tuple(key)) for key in env.reward_keys]
+        self.rewards = [unravel_key(("next", key)) for key in env.reward_keys]
         self.specs: dict[Any, TensorSpec] = {
             self.observation: env.observation_spec[self.observation],
-            ("next", *_tuple(self.observation)): env.observation_spec[self.observation],
+            unravel_key(("next", self.observation)): env.observation_spec[self.observation],
             self.action: env.full_action_spec[self.action],
         }
         for key in env.reward_keys:
-            self.specs[("next", *_tuple(key))] = env.full_reward_spec[key]
+            self.specs[unravel_key(("next", key))] = env.full_reward_spec[key]
         self.batch_ndim = len(env.batch_size)
 
     def check(self, sample: TensorDictBase) -> None:
@@ -225,8 +224,9 @@ class EnvFormat:
                 ok = got == want and value.is_floating_point()
             if not ok:
                 has = f"have shape {tuple(got)}" if got is not None else "are missing"
+                name = "/".join(unravel_key(("", key))[1:])
                 raise ConfigError(
-                    f"dataset={self.dataset}: its {'/'.join(_tuple(key))}s {has}, the env's "
+                    f"dataset={self.dataset}: its {name}s {has}, the env's "
                     f"{tuple(want)} ({spec.domain}); record a dataset of this env, or choose "
                     "the env it was recorded in (env.id=...)."
                 )
@@ -242,10 +242,6 @@ class EnvFormat:
                 value = value.unsqueeze(-1)
             out.set(key, value.to(spec.dtype))
         return out
-
-
-def _tuple(key: NestedKey) -> tuple[str, ...]:
-    return key if isinstance(key, tuple) else (key,)
 
 
 class DatasetSampler(TrainerHookBase):

@@ -39,7 +39,8 @@ import rlrun.compat.tensordict  # noqa: F401  (a speed fix, applied on import)
 from rlrun.builders import atari
 from rlrun.builders.env_ids import check_env_id, import_env_modules
 from rlrun.builders.pettingzoo_env import make_pettingzoo_env
-from rlrun.builders.vmas_env import make_vmas_env, team_transforms
+from rlrun.builders.teams import team_transforms
+from rlrun.builders.vmas_env import make_vmas_env
 from rlrun.config import MULTI_AGENT_BACKENDS
 
 # MuJoCo renders (eval.video) through EGL, which needs no display; MUJOCO_GL set by the user wins.
@@ -203,7 +204,7 @@ def make_env(
     ``observation_stats``: normalise with the training env's statistics (evaluation);
     ``training``: false for an evaluation env (Atari: no episodic life, no reward clipping)."""
     import_env_modules(cfg.imports)  # your gymnasium ids (env.imports), in this process too
-    if cfg.backend in MULTI_AGENT_BACKENDS:  # a team of agents (rlrun/builders/vmas_env.py)
+    if cfg.backend in MULTI_AGENT_BACKENDS:  # a team of agents (rlrun/builders/teams.py)
         env = _base_env(cfg, num_envs or cfg.num_envs, start_method)
         transforms = team_transforms(env)  # the team's reward, step count and returns
     else:

@@ -1,6 +1,6 @@
 """A team of agents' networks (the multi-agent algorithms' default ``policy._target_``s):
 TorchRL's ``MultiAgentMLP`` over the agent dimension of a multi-agent env's ``("agents", ...)``
-keys (``rlrun/builders/vmas_env.py``). Their losses: ``rlrun/builders/team_training.py``.
+keys (``rlrun/builders/teams.py``). Their losses: ``rlrun/builders/team_training.py``.
 
 Each agent acts on its own observation (decentralised actors); a critic values each agent's
 state (or state and action) from its own observation (IPPO, IDDPG, ISAC) or from the whole
@@ -27,7 +27,7 @@ from rlrun.builders.policies import (
     discrete_actions,
     normal_head,
 )
-from rlrun.builders.vmas_env import AGENTS
+from rlrun.builders.teams import AGENTS
 from rlrun.errors import ConfigError
 
 
@@ -89,6 +89,12 @@ def agents_and_width(observation_spec: Composite) -> tuple[int, int]:
     """The number of agents and the width of each agent's observation."""
     observation = observation_spec[AGENTS, "observation"]
     return observation.shape[-2], observation.shape[-1]
+
+
+def one_env_actions(action_spec: TensorSpec, observation_spec: Composite) -> TensorSpec:
+    """The team's action spec of one env (``[n_agents, ...]``): the env's batch dims dropped,
+    as the modules' ``spec`` wants it."""
+    return action_spec[(0,) * observation_spec.ndim]
 
 
 def only_mlp(kind: str) -> None:
@@ -161,7 +167,7 @@ def make_team_qvalue_actor(
         share_params=share_params,
     )  # fmt: skip
     values = TensorDictModule(net, [(AGENTS, "observation")], [(AGENTS, "action_value")])
-    team_actions = action_spec[(0,) * observation_spec.ndim]  # [n_agents]: the env's dims dropped
+    team_actions = one_env_actions(action_spec, observation_spec)  # [n_agents]
     greedy = QValueModule(
         action_value_key=(AGENTS, "action_value"),
         out_keys=[(AGENTS, "action"), (AGENTS, "action_value"), (AGENTS, "chosen_action_value")],
@@ -228,7 +234,7 @@ def team_deterministic_actor(
     """A deterministic actor per agent on its own observation, tanh-scaled to the action
     bounds: its ``spec[("agents", "action")]`` is the team's unbatched action spec."""
     n_agents, obs_dim = agents_and_width(observation_spec)
-    team_actions = action_spec[(0,) * observation_spec.ndim]  # [n_agents, dim]: env dims dropped
+    team_actions = one_env_actions(action_spec, observation_spec)  # [n_agents, dim]
     net = team_mlp(
         obs_dim, action_spec.shape[-1], n_agents, sizes, act, centralized=False,
         share_params=share_params,

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig
-from tensordict import TensorDictBase
+from tensordict import TensorDictBase, unravel_key
 from tensordict.nn import TensorDictModule
 from torchrl.modules import AdditiveGaussianModule, EGreedyModule
 from torchrl.objectives import HardUpdate, LossModule, ValueEstimators
@@ -39,14 +39,11 @@ class SoftUpdate(TorchRLSoftUpdate):
         if pairs is None:  # (targets, sources), in the same order, read once
             sources, all_targets = target_updater_tensors(self)
             keys = list(sources.keys(True, True))
-            targets = [all_targets.get(("target_" + k[0], *k[1:])) for k in map(_tuple, keys)]
+            named = [unravel_key(("", k))[1:] for k in keys]  # each key as a tuple
+            targets = [all_targets.get(("target_" + k[0], *k[1:])) for k in named]
             pairs = self.__dict__["_pairs"] = (targets, [sources.get(k) for k in keys])
         with torch.no_grad():
             torch._foreach_lerp_(pairs[0], pairs[1], 1 - self.eps)
-
-
-def _tuple(key: str | tuple[str, ...]) -> tuple[str, ...]:
-    return key if isinstance(key, tuple) else (key,)
 
 
 class AnnealExploration(TrainerHookBase):

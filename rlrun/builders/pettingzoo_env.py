@@ -1,5 +1,5 @@
 """``env.backend=pettingzoo``: a PettingZoo parallel env (MPE's ``simple_spread``, ...) through
-TorchRL's ``PettingZooWrapper``, as a team of agents (``rlrun/builders/vmas_env.py`` says what a
+TorchRL's ``PettingZooWrapper``, as a team of agents (``rlrun/builders/teams.py`` says what a
 team's keys are).
 
 ``env.id`` is the module that makes it, as PettingZoo names it (``mpe2.simple_spread_v3``: its

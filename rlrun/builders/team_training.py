@@ -1,5 +1,5 @@
 """A team of agents' losses and how they train (the multi-agent algorithms' shared builders),
-over the agents' ``("agents", ...)`` keys (``rlrun/builders/vmas_env.py``) and the networks of
+over the agents' ``("agents", ...)`` keys (``rlrun/builders/teams.py``) and the networks of
 ``rlrun/builders/multiagent.py``: TorchRL's ``MAPPOLoss`` (clipped PPO), ``QMixerLoss`` (value
 decomposition), ``DDPGLoss`` and ``SACLoss`` (continuous actions, off-policy, each agent's value
 from its own reward). The algorithms differ in their critics, which their networks build.
@@ -27,14 +27,14 @@ from rlrun.builders.offpolicy import (
     require_qvalue,
 )
 from rlrun.builders.onpolicy import on_policy, require_critic
+from rlrun.builders.teams import AGENTS
 from rlrun.builders.training import Context, Training
-from rlrun.builders.vmas_env import AGENTS
 
 
 def mixed_value_training(cfg: DictConfig, ctx: Context, mixer: nn.Module, reads: list) -> Training:
     """Value decomposition (TorchRL's ``QMixerLoss``: QMIX, VDN): the agents' chosen action
     values, mixed by ``mixer`` (reading ``reads``) into the team's, regress on the team's TD(0)
-    target (its reward: the agents' mean, ``rlrun/builders/vmas_env.py``); each agent explores
+    target (its reward: the agents' mean, ``rlrun/builders/teams.py``); each agent explores
     epsilon-greedily; target networks, hard or soft, for both."""
     require_qvalue(ctx.ac, cfg.name)
     mixing = TensorDictModule(mixer.to(ctx.device), reads, ["chosen_action_value"])
