@@ -243,3 +243,20 @@ def random_datasets(tmp_path: Path, monkeypatch) -> dict[str, str]:
             dataset_id=ids[env_id], buffer=played, env=env.spec, algorithm_name="random"
         )
     return ids
+
+
+def exported_file_runner(path: Path):
+    """The exported file as a function of tensors, run the way a user without rlrun runs it."""
+    import torch
+
+    if path.suffix == ".onnx":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        return lambda *xs: [
+            torch.from_numpy(o)
+            for o in session.run(None, {n: x.numpy() for n, x in zip(names, xs, strict=True)})
+        ]
+    module = torch.jit.load(str(path))
+    return lambda *xs: list(out) if isinstance(out := module(*xs), tuple) else [out]

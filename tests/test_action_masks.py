@@ -8,15 +8,17 @@ docs/guides/action-masks.md)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
-from conftest import run_dirs, run_rlrun, summary
+import torch
+from conftest import exported_file_runner, run_dirs, run_rlrun, summary
 
 EXAMPLES = str(Path(__file__).resolve().parent.parent / "examples")  # my_lab, the user's package
 STRICT = ["env=pick_items", "env.kwargs.strict=true", "trainer.progress_bar=false",
-          "checkpoint.backend=none", "eval.episodes=100"]  # fmt: skip
+          "eval.episodes=100"]  # fmt: skip
 # 8192 frames: train return (last batch) 1.984, 2.008, 2.041; evaluation 2.152, 2.150, 2.162
 PPO = ["+experiment=ppo", "algo.entropy_coef=0.01", "trainer.total_frames=8192",
        "eval.every_frames=8192"]  # fmt: skip
@@ -38,21 +40,38 @@ def assert_learnt(run: Path) -> None:
         assert s[key] > least, (key, s)
 
 
-@pytest.mark.parametrize("algorithm", [PPO, DQN], ids=["ppo", "dqn"])
-def test_takes_no_illegal_action_and_learns(workdir: Path, algorithm: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("algorithm", "fmt"), [(PPO, "onnx"), (DQN, "torchscript")], ids=["ppo", "dqn"]
+)
+def test_takes_no_illegal_action_learns_and_exports(
+    workdir: Path, algorithm: list[str], fmt: str
+) -> None:
     """Strict mode: every action of the run (DQN's random first frames and epsilon-greedy ones
-    too) was legal, and the return is one a random legal policy does not reach."""
+    too) was legal, and the return is one a random legal policy does not reach. The exported
+    file takes the mask beside the observation and acts within it: with one legal action left,
+    it picks that one, whatever the observation."""
     rlrun_masked(*algorithm, *STRICT, "seed=0", cwd=workdir)
     (run,) = run_dirs(workdir)
     assert_learnt(run)
+    rlrun_masked("export", str(run), f"format={fmt}", cwd=workdir)
+    path = run / "export" / ("policy.onnx" if fmt == "onnx" else "policy.pt")
+    assert [i["name"] for i in json.loads(Path(f"{path}.json").read_text())["inputs"]] == [
+        "observation",
+        "action_mask",
+    ]
+    act = exported_file_runner(path)
+    observation = torch.randn(64, 17) * 3
+    legal = torch.randint(8, (64,))
+    (action,) = act(observation, torch.nn.functional.one_hot(legal, 8).bool())
+    assert torch.equal(action.argmax(-1), legal)
 
 
 @pytest.mark.parametrize("preset", ["ppo", "dqn"])
 def test_a_mask_with_no_legal_action_stops_the_run_in_one_line(workdir: Path, preset: str) -> None:
     """9 picks of 8 items: the ninth turn has no legal action (DQN meets it in its random first
     frames, PPO in its first batch)."""
-    proc = rlrun_masked(f"+experiment={preset}", *STRICT, "env.kwargs.picks=9", cwd=workdir,
-                        check=False)  # fmt: skip
+    proc = rlrun_masked(f"+experiment={preset}", *STRICT, "env.kwargs.picks=9",
+                        "checkpoint.backend=none", cwd=workdir, check=False)  # fmt: skip
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(
@@ -64,7 +83,8 @@ def test_a_mask_with_no_legal_action_stops_the_run_in_one_line(workdir: Path, pr
 
 def test_a_policy_that_ignores_the_mask_is_refused(workdir: Path) -> None:
     """C51's networks do not read the mask: refused, rather than acting outside it."""
-    proc = rlrun_masked("+experiment=c51", *STRICT, cwd=workdir, check=False)
+    proc = rlrun_masked("+experiment=c51", *STRICT, "checkpoint.backend=none", cwd=workdir,
+                        check=False)  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "carry an action_mask, which policy._target_=rlrun.algorithms.c51.networks" in line

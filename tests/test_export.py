@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, run_dirs, run_rlrun, summary
+from conftest import TINY, exported_file_runner, run_dirs, run_rlrun, summary
 
 pytestmark = pytest.mark.xdist_group("export")  # the module's runs are trained once
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,21 +48,6 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     return trained
 
 
-def runner(path: Path):
-    """The exported file as a function of tensors, run the way a user without rlrun runs it."""
-    if path.suffix == ".onnx":
-        import onnxruntime
-
-        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        names = [i.name for i in session.get_inputs()]
-        return lambda *xs: [
-            torch.from_numpy(o)
-            for o in session.run(None, {n: x.numpy() for n, x in zip(names, xs, strict=True)})
-        ]
-    module = torch.jit.load(str(path))
-    return lambda *xs: list(out) if isinstance(out := module(*xs), tuple) else [out]
-
-
 @pytest.mark.parametrize(
     ("name", "fmt"),
     # each format once for a feed-forward policy (export.py's formats do not depend on it), both
@@ -85,7 +70,7 @@ def test_export_gives_the_in_process_actions(runs, name: str, fmt: str) -> None:
     specs = json.loads(Path(f"{path}.json").read_text())
     assert [i["name"] for i in specs["inputs"]][0] == "observation"
     policy = rlrun.load(run)
-    exported = runner(path)
+    exported = exported_file_runner(path)
     batch = 1 if specs["batch"] == 1 else 4
     env = policy.make_env(num_envs=batch).base_env  # raw observations: the file masks them
     raw = env.rollout(12, break_when_any_done=False)["observation"]  # random actions

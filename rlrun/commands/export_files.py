@@ -3,8 +3,9 @@ TorchRL (ONNX Runtime, or libtorch / ``torch.jit.load``), next to a JSON file of
 
 The file holds the deterministic actor on plain tensors (``rlrun.commands.loading.TensorPolicy``):
 the raw observation in (the env's observation transforms, e.g. ``env.obs_mask``, are built in), the
-action out (the distribution's mode); a recurrent actor also takes ``is_init`` and its hidden state
-and returns the next state. The graph comes from ``torch.export`` (strict, the batch dimension
+action out (the distribution's mode); an actor that honours the env's action mask also takes
+``action_mask``; a recurrent actor also takes ``is_init`` and its hidden state and returns the
+next state. The graph comes from ``torch.export`` (strict, the batch dimension
 dynamic), then ``torch.onnx.export`` or ``torch.jit.trace``. TorchScript's tracer records an RNN's
 reshapes with the traced batch size, so a recurrent actor's TorchScript file takes one observation
 at a time (its JSON says ``"batch": 1``).
@@ -32,6 +33,7 @@ from typing import Any
 
 import torch
 
+from rlrun.builders.action_masks import MASK_KEY
 from rlrun.commands.loading import TensorPolicy, Trained
 from rlrun.errors import ConfigError, RunError
 
@@ -197,7 +199,7 @@ def sidecar(
             "low": _bounds(action.space.low[(0,) * (action.ndim - 1)]),
             "high": _bounds(action.space.high[(0,) * (action.ndim - 1)]),
         }
-    state = [n for n in policy.input_names[1:] if n != "is_init"]  # after the observation
+    state = [n for n in policy.input_names[1:] if n not in ("is_init", MASK_KEY)]
     return {
         "format": fmt,
         "file": name,
@@ -220,6 +222,10 @@ def sidecar(
             ],
         },
         "action": {"shape": list(outputs[0].shape[1:]), **encoding},
+        "action_mask": "the env's action_mask: true where an action is legal; the action is "
+        "the most likely legal one"
+        if MASK_KEY in policy.input_names
+        else None,
         "deterministic": "the action distribution's mode (TorchRL ExplorationType.DETERMINISTIC)",
         "recurrent": {
             "state": state,

@@ -292,13 +292,15 @@ def key_name(key: str | tuple[str, ...]) -> str:
 
 class TensorPolicy(nn.Module):
     """The deterministic actor on plain tensors, from a raw observation (the env's observation
-    transforms built in) to the action: ``action = policy(observation)``. A recurrent actor
+    transforms built in) to the action: ``action = policy(observation)``. An actor that honours
+    the env's action mask takes it next, ``policy(observation, action_mask)``. A recurrent actor
     takes and returns its state explicitly, ``action, *state = policy(observation, *state,
     is_init)`` (``input_names`` and ``output_names`` list them; ``is_init`` true on an
     episode's first step resets the state). This is the module ``rlrun export`` writes."""
 
     def __init__(self, trained: Trained) -> None:
         super().__init__()
+        from rlrun.builders.action_masks import MASK_KEY
         from rlrun.builders.envs import policy_keys
 
         env = trained.make_env()
@@ -311,7 +313,8 @@ class TensorPolicy(nn.Module):
         steps = [EnvStep(t) for t in pipeline]
         module = TensorDictSequential(*steps, actor)
         state = [k for k in module.in_keys if ("next", k) in module.out_keys]
-        self.in_keys = [observation, *state, *(k for k in module.in_keys if k == "is_init")]
+        masks = [k for k in module.in_keys if k == MASK_KEY]  # a masked actor reads the env's
+        self.in_keys = [observation, *masks, *state, *(k for k in module.in_keys if k == "is_init")]
         self.out_keys = [action, *(("next", k) for k in state)]
         self.module = TensorDictSequential(*steps, actor, selected_out_keys=self.out_keys)
         self.module.to(trained.device)
@@ -338,8 +341,8 @@ class TrainedPolicy(nn.Module):
     ``policy(td)``: a TensorDict from ``policy.make_env()`` (or any with the same keys) gets
     its ``action`` written, as during evaluation (recurrent state in the TensorDict).
     ``policy(observation)``: a batch of raw observations ``[batch, *obs_shape]`` on ``device``
-    gives a batch of actions (``TensorPolicy``; a recurrent policy takes and returns its
-    state). ``config``, ``checkpoint`` and ``frames`` say what was loaded.
+    gives a batch of actions (``TensorPolicy``; a masked policy takes the env's
+    ``action_mask`` next, a recurrent policy takes and returns its state). ``config``, ``checkpoint`` and ``frames`` say what was loaded.
     """
 
     def __init__(self, trained: Trained) -> None:
