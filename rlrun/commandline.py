@@ -246,6 +246,12 @@ def describe_config_error(err: BaseException) -> str:
         return f"{group}={option} is not an option; choose one of: {', '.join(options)}.{hint}"
     if "Could not override" in text and "not in" in cause:
         key = text.split("Could not override '", 1)[1].split("'", 1)[0]
+        inner = cause.split("full_key: ", 1)[1].split()[0] if "full_key: " in cause else key
+        if inner.startswith(key + "."):  # key={...} brought a key that key does not have yet
+            return (
+                f"{key}={{...}} is merged into {key}, which has no key {inner} yet: add it with "
+                f"+{inner}=... (and drop one {key} has with ~{key}.<name>)."
+            )
         near = _nearest_key(key)
         hint = f" Did you mean {near}?" if near else ""
         return f"{key} is not a known key.{hint} (To add a new key, write +{key}=...)"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 RLRUN = str(Path(sys.executable).with_name("rlrun"))
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"  # my_lab, the user's own package
 
 # A PPO run small enough for CI: 2 batches of 512 frames.
 TINY = [

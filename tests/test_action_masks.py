@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import exported_file_runner, run_dirs, run_rlrun, summary
+from conftest import EXAMPLES, exported_file_runner, run_dirs, run_rlrun, summary
 
-EXAMPLES = str(Path(__file__).resolve().parent.parent / "examples")  # my_lab, the user's package
 STRICT = ["env=pick_items", "env.kwargs.strict=true", "trainer.progress_bar=false",
           "eval.episodes=100"]  # fmt: skip
 # 8192 frames: train return (last batch) 1.984, 2.008, 2.041; evaluation 2.152, 2.150, 2.162
@@ -30,7 +29,7 @@ TRAINED = {"train_return_last": 1.85, "eval_return_last": 1.9}  # untrained: 1.5
 
 def rlrun_masked(*args: str, cwd: Path, check: bool = True):
     """``rlrun ARGS`` with the example package on PYTHONPATH, as the guide runs it."""
-    return run_rlrun(*args, cwd=cwd, check=check, env={"PYTHONPATH": EXAMPLES})
+    return run_rlrun(*args, cwd=cwd, check=check, env={"PYTHONPATH": str(EXAMPLES)})
 
 
 def assert_learnt(run: Path) -> None:
@@ -98,7 +97,7 @@ def test_the_strict_env_raises_on_an_illegal_action_and_counts_them_otherwise(
     import gymnasium
     import numpy as np
 
-    monkeypatch.syspath_prepend(EXAMPLES)
+    monkeypatch.syspath_prepend(str(EXAMPLES))
     from my_lab.masked_env import IllegalAction
 
     for strict in (True, False):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import (
+    EXAMPLES,
     RLRUN,
     TINY,
     compose,
@@ -28,7 +29,6 @@ from conftest import (
 from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
 USER_PATH = {"PYTHONPATH": os.pathsep.join([str(EXAMPLES), str(ROOT / "tests"), str(ROOT)])}
 LOCKED = "policy._target_=collector_policies.build_locked"
 AUTO_WARNING = "collector.policy_copy=auto: the policy cannot be copied"

@@ -1,7 +1,8 @@
 """One short learning check per family of algorithms, through the console script: on-policy
 (PPO), recurrent against memoryless (LSTM and MLP on masked CartPole), value-based (DQN),
-max-entropy off-policy (SAC), deterministic off-policy (TD3) and offline (IQL from a dataset
-that ``rlrun record`` made of the SAC run). Each asserts a return that an untrained policy
+max-entropy off-policy (SAC), deterministic off-policy (TD3), offline (IQL from a dataset
+that ``rlrun record`` made of the SAC run) and teams of agents (MAPPO and IPPO, QMIX and VDN,
+IDDPG). Each asserts a return that an untrained policy
 cannot reach: a random policy averages about 22 an episode on CartPole-v1 and about -1200 on
 Pendulum-v1. Small networks and fixed seeds keep each check to a minute or so on 2 cores; the
 presets at their full budgets are ``rlrun check``'s (bench/results/references.md)."""
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_dirs, run_rlrun, summary
+from conftest import EXAMPLES, run_dirs, run_rlrun, summary
 
 pytestmark = pytest.mark.slow
 
@@ -102,6 +103,25 @@ def test_mappo_and_ippo_teams_learn_navigation(workdir: Path) -> None:
               cwd=workdir, timeout=600)  # fmt: skip
     mappo, ippo = (summary(sweep / job)["train_return_best"] for job in ("0", "1"))
     assert mappo > 0.2 and ippo > 0.2, (mappo, ippo)  # random: -0.49
+
+
+def test_qmix_and_vdn_teams_learn_a_cooperative_game(workdir: Path) -> None:
+    """Value decomposition, one sweep: QMIX and VDN on a PettingZoo team game of the user's own
+    (``examples/my_lab/team_targets.py``: 2 agents, each paid the share of agents that picked
+    the target it was shown), 2048 frames, epsilon from 0.8 to 0.01 over 1536. A random team
+    earns 2.5 an episode, a perfect one 10; a greedy evaluation of 20 episodes gave 10 for both,
+    seeds 0, 1, 2 (2026-11-27). (On VMAS navigation neither beats a random team within a test's
+    budget, as in BenchMARL's own VMAS results for Q-learning methods.)"""
+    pytest.importorskip("pettingzoo")
+    sweep = workdir / "sweep"
+    run_rlrun("-m", "algo=qmix,vdn", "env=pettingzoo", "env.id=my_lab.team_targets",
+              "~env.kwargs.N", "~env.kwargs.continuous_actions", "+env.kwargs.n_agents=2",
+              "+env.kwargs.n_targets=4", "env.kwargs.max_cycles=10", "trainer.total_frames=2048",
+              "collector.frames_per_batch=512", "algo.eps_anneal_frames=1536",
+              "eval.every_frames=2048", "eval.episodes=20", "seed=0", f"hydra.sweep.dir={sweep}",
+              *QUIET, cwd=workdir, env={"PYTHONPATH": str(EXAMPLES)})  # fmt: skip
+    qmix, vdn = (summary(sweep / job)["eval_return_last"] for job in ("0", "1"))
+    assert qmix > 8 and vdn > 8, (qmix, vdn)  # random: 2.5
 
 
 def test_iddpg_team_learns_navigation(workdir: Path) -> None:

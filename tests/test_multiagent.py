@@ -113,6 +113,8 @@ def test_continuous_off_policy_teams_train(workdir: Path) -> None:
          "gives Box ones: set env.kwargs.continuous_actions=false"),
         (["+experiment=maddpg_navigation", "env.kwargs.continuous_actions=false"],
          "gives Discrete ones: set env.kwargs.continuous_actions=true"),
+        (["env=pettingzoo", "algo=mappo", "env.kwargs={n_agents: 2}"],
+         "add it with +env.kwargs.n_agents=... (and drop one env.kwargs has with"),
         (["+experiment=mappo_navigation", "policy=lstm"],
          "algo=mappo cannot train a recurrent policy (policy=lstm); use policy=mlp."),
     ],

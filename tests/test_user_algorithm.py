@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import csv_series, run_dirs, run_rlrun, summary
+from conftest import EXAMPLES, csv_series, run_dirs, run_rlrun, summary
 from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
 MY_CONF = EXAMPLES / "my_conf"
 TARGET = "my_lab.algos.fixed_alpha_sac.ALGORITHM"
 PRESET = ["--config-dir", str(MY_CONF), "+experiment=fixed_alpha_sac"]

@@ -3,8 +3,8 @@ TorchRL's ``PettingZooWrapper``, as a team of agents (``rlrun/builders/teams.py`
 team's keys are).
 
 ``env.id`` is the module that makes it, as PettingZoo names it (``mpe2.simple_spread_v3``: its
-``parallel_env(**env.kwargs)``). The agents form one group, ``agents``; the env's global state is
-kept beside them (``state``). PettingZoo steps one env at a time: ``env.num_envs`` of them run
+``parallel_env(**env.kwargs)``). The agents form one group, ``agents``; the env's global state,
+where it defines one, is kept beside them (``state``). PettingZoo steps one env at a time: ``env.num_envs`` of them run
 one after the other (TorchRL's ``SerialEnv``), or in worker processes with ``env.parallel``.
 """
 
@@ -24,8 +24,19 @@ def _one_env(module: str, kwargs: dict[str, Any]) -> EnvBase:
 
     parallel_env = importlib.import_module(module).parallel_env(**kwargs)
     return PettingZooWrapper(
-        parallel_env, group_map=MarlGroupMapType.ALL_IN_ONE_GROUP, return_state=True
+        parallel_env,
+        group_map=MarlGroupMapType.ALL_IN_ONE_GROUP,
+        return_state=_has_state(parallel_env),
     )
+
+
+def _has_state(parallel_env: Any) -> bool:
+    """Whether the env defines the global ``state()`` (MPE does; PettingZoo's base class
+    raises NotImplementedError, which an env of your own may leave as is)."""
+    from pettingzoo.utils.env import ParallelEnv as Base
+
+    unwrapped = getattr(parallel_env, "unwrapped", parallel_env)
+    return type(unwrapped).state is not Base.state
 
 
 def make_pettingzoo_env(cfg: DictConfig, num_envs: int, start_method: str) -> EnvBase:
