@@ -4,8 +4,9 @@ team's keys are).
 
 ``env.id`` is the module that makes it, as PettingZoo names it (``mpe2.simple_spread_v3``: its
 ``parallel_env(**env.kwargs)``). The agents form one group, ``agents``; the env's global state,
-where it defines one, is kept beside them (``state``). PettingZoo steps one env at a time: ``env.num_envs`` of them run
-one after the other (TorchRL's ``SerialEnv``), or in worker processes with ``env.parallel``.
+where it defines one, is kept beside them (``state``). PettingZoo steps one env at a time:
+``env.num_envs`` of them run one after the other (TorchRL's ``SerialEnv``), or in worker
+processes with ``env.parallel``.
 """
 
 from __future__ import annotations

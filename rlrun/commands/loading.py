@@ -342,7 +342,8 @@ class TrainedPolicy(nn.Module):
     its ``action`` written, as during evaluation (recurrent state in the TensorDict).
     ``policy(observation)``: a batch of raw observations ``[batch, *obs_shape]`` on ``device``
     gives a batch of actions (``TensorPolicy``; a masked policy takes the env's
-    ``action_mask`` next, a recurrent policy takes and returns its state). ``config``, ``checkpoint`` and ``frames`` say what was loaded.
+    ``action_mask`` next, a recurrent policy takes and returns its state). ``config``,
+    ``checkpoint`` and ``frames`` say what was loaded.
     """
 
     def __init__(self, trained: Trained) -> None:
