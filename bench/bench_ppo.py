@@ -143,14 +143,13 @@ def collection(num_envs: int = 128, rounds: int = 7) -> dict:
     import gymnasium
     import numpy as np
     import torch
-    from omegaconf import OmegaConf
     from tensordict import TensorDictBase
     from torchrl.envs.utils import RandomPolicy
 
     from rlrun.builders.collectors import make_collector
     from rlrun.builders.devices import Placement
     from rlrun.builders.envs import make_env
-    from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
+    from rlrun.commands.check import compose
 
     steps = 64  # vector steps per round, for each side
     vec = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
@@ -165,16 +164,19 @@ def collection(num_envs: int = 128, rounds: int = 7) -> dict:
         def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
             return self.random(tensordict)
 
-    env_cfg = OmegaConf.structured(EnvConfig(num_envs=num_envs))
-    env = make_env(env_cfg, seed=0)
-    collector = make_collector(  # as `rlrun collector=sync` builds it
-        OmegaConf.structured(CollectorConfig(frames_per_batch=num_envs * steps)),
+    cfg = compose(  # the config `rlrun +experiment=ppo collector=sync` runs
+        ["+experiment=ppo", f"env.num_envs={num_envs}",
+         f"collector.frames_per_batch={num_envs * steps}"], None
+    )  # fmt: skip
+    env = make_env(cfg.env, seed=0)
+    collector = make_collector(
+        cfg.collector,
         env,
         RandomActions(),
         -1,
         Placement.on_cpu(),
-        env_cfg=env_cfg,
-        policy_cfg=OmegaConf.structured(PolicyConfig()),
+        env_cfg=cfg.env,
+        policy_cfg=cfg.policy,
     )
     batches = iter(collector)
     next(batches)  # warm-up
