@@ -22,15 +22,15 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 import torch
-from omegaconf import OmegaConf
+from common import composed
 
+from rlrun.algorithms import policy_config
 from rlrun.builders.collectors import make_collector
 from rlrun.builders.devices import Placement
 from rlrun.builders.envs import make_env
 from rlrun.builders.policies import build_policy
-from rlrun.config import CollectorConfig, EnvConfig, PolicyConfig
 
-ENV = EnvConfig()  # CartPole-v1, gym_vector backend, 8 envs: the env group's default
+ENV = composed().env  # CartPole-v1, gym_vector backend, 8 envs: the env group's default
 
 
 def raw_gymnasium(frames: int) -> float:
@@ -55,11 +55,9 @@ def raw_gymnasium(frames: int) -> float:
 
 def collector_rate(kind: str, frames: int, frames_per_batch: int, num_workers: int) -> dict:
     """Frames/s of one rlrun collector kind, after its first batch."""
-    env_cfg = OmegaConf.structured(ENV)
-    policy_cfg = OmegaConf.structured(PolicyConfig)
-    cfg = OmegaConf.structured(
-        CollectorConfig(kind=kind, frames_per_batch=frames_per_batch, num_workers=num_workers)
-    )
+    run = composed(f"collector={kind}", f"collector.frames_per_batch={frames_per_batch}",
+                   f"collector.num_workers={num_workers}")  # fmt: skip
+    env_cfg, policy_cfg, cfg = run.env, policy_config(run), run.collector
     env = make_env(env_cfg, seed=0)
     where = Placement.on_cpu()
     ac = build_policy(

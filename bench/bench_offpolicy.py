@@ -117,12 +117,12 @@ def bench_sac(seeds: list[int], frames: int, root: Path) -> dict:
 
 def bench_sampling(root: Path, n: int = 100_000, batch: int = 256, draws: int = 300) -> dict:
     import torch
+    from common import composed
     from omegaconf import OmegaConf
     from tensordict import TensorDict
 
     from rlrun.builders.buffers import make_replay_buffer
     from rlrun.builders.devices import Placement
-    from rlrun.config import ReplayBufferConfig
 
     torch.set_num_threads(1)
     data = TensorDict(
@@ -137,7 +137,7 @@ def bench_sampling(root: Path, n: int = 100_000, batch: int = 256, draws: int = 
         },
         batch_size=[n],
     )
-    scale = {"_target_": "bench.bench_offpolicy.ScaleObservation"}
+    scale = {"_target_": "bench_offpolicy.ScaleObservation"}
     out = {}
     for name, transforms, prefetch in [
         ("plain", [], None),
@@ -146,7 +146,7 @@ def bench_sampling(root: Path, n: int = 100_000, batch: int = 256, draws: int = 
         ("transform_prefetch4", [scale], 4),
     ]:
         cfg = OmegaConf.merge(
-            OmegaConf.structured(ReplayBufferConfig),
+            composed().replay_buffer,
             {"size": n, "batch_size": batch, "transforms": transforms, "prefetch": prefetch},
         )
         rb = make_replay_buffer(cfg, root, Placement.on_cpu())

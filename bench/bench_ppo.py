@@ -18,7 +18,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import BIN, first_reach, median, run_rlrun, run_script, write, write_markdown
+from common import (
+    BIN,
+    composed,
+    first_reach,
+    median,
+    run_rlrun,
+    run_script,
+    write,
+    write_markdown,
+)
 
 HERE = Path(__file__).resolve().parent
 # The hyperparameters every implementation shares in the speed comparison (the plain loops'
@@ -149,7 +158,6 @@ def collection(num_envs: int = 128, rounds: int = 7) -> dict:
     from rlrun.builders.collectors import make_collector
     from rlrun.builders.devices import Placement
     from rlrun.builders.envs import make_env
-    from rlrun.commands.check import compose
 
     steps = 64  # vector steps per round, for each side
     vec = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
@@ -164,10 +172,11 @@ def collection(num_envs: int = 128, rounds: int = 7) -> dict:
         def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
             return self.random(tensordict)
 
-    cfg = compose(  # the config `rlrun +experiment=ppo collector=sync` runs
-        ["+experiment=ppo", f"env.num_envs={num_envs}",
-         f"collector.frames_per_batch={num_envs * steps}"], None
-    )  # fmt: skip
+    cfg = composed(  # the config `rlrun +experiment=ppo` runs
+        "+experiment=ppo",
+        f"env.num_envs={num_envs}",
+        f"collector.frames_per_batch={num_envs * steps}",
+    )
     env = make_env(cfg.env, seed=0)
     collector = make_collector(
         cfg.collector,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 BIN = Path(sys.executable).parent
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -127,3 +128,11 @@ def write_markdown(name: str, text: str) -> Path:
     path = RESULTS / f"{name}.md"
     path.write_text(text)
     return path
+
+
+def composed(*overrides: str) -> Any:
+    """The config ``rlrun OVERRIDES`` would run (its defaults come from the YAML tree, not the
+    schemas), for benchmarks that build rlrun's parts directly."""
+    from rlrun.commands.check import compose
+
+    return compose(list(overrides), None)
