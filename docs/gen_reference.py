@@ -354,14 +354,15 @@ def algorithms_page() -> str:
         "picks one; your own:",
         "[Your own algorithm](../guides/algorithms.md).",
         "",
-        "| algorithm | what it is | actions | data | recurrent | Ray learners | CUDA graphs |"
-        " networks (`policy._target_: null`) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| algorithm | what it is | actions | data | agents | recurrent | Ray learners |"
+        " CUDA graphs | networks (`policy._target_: null`) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, a in shipped().items():
         data = a.data.value.replace("_", "-") + ("" if a.collects else ", dataset only")
         yes = {True: "yes", False: "-"}
-        row = [f"`{name}`", a.summary, ", ".join(a.actions), data, yes[a.sequences],
+        agents = ("a team, in groups" if a.groups else "a team") if a.multi_agent else "one"
+        row = [f"`{name}`", a.summary, ", ".join(a.actions), data, agents, yes[a.sequences],
                yes[a.ray_learners], yes[a.cudagraphs], f"`{a.networks}`"]  # fmt: skip
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

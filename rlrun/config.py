@@ -34,6 +34,7 @@ def _choices(name: str, *values: str) -> type[StrEnum]:
 
 EnvBackend = _choices("EnvBackend", "gym_vector", "gym", "envpool", "vmas", "pettingzoo")
 MULTI_AGENT_BACKENDS = ("vmas", "pettingzoo")  # env backends whose envs hold a team of agents
+GroupMap = _choices("GroupMap", "all_in_one", "by_type", "one_per_agent")
 StartMethod = _choices("StartMethod", "fork", "spawn", "forkserver")
 PolicyKind = _choices("PolicyKind", "mlp", "lstm", "gru", "cnn")
 RECURRENT_KINDS = ("lstm", "gru")  # policy kinds with a hidden state
@@ -112,6 +113,7 @@ class EnvConfig:
     atari: AtariConfig | None = MISSING
     transforms: list[Any] = MISSING
     kwargs: dict[str, Any] = MISSING
+    group_map: GroupMap = MISSING
 
 
 # Phases of a run and whether a recurrent policy processes whole sequences in each by default

@@ -34,6 +34,8 @@ def test_mappo_trains_resumes_evaluates_and_exports_the_team(workdir: Path) -> N
     assert summary(run)["frames"] == 400
     (logged,) = tensorboard_series(run, "train/episode_return")  # the team's, at 400 frames
     assert logged[0] == 400 and logged[1] == pytest.approx(summary(run)["train_return_last"])
+    (group,) = tensorboard_series(run, "train/agents/episode_return")  # its one group's
+    assert group == pytest.approx(logged)
 
     proc = run_rlrun(f"resume={run}", "trainer.total_frames=800", cwd=workdir)
     assert "resumed from" in proc.stdout + proc.stderr
@@ -53,6 +55,38 @@ def test_mappo_trains_resumes_evaluates_and_exports_the_team(workdir: Path) -> N
     assert specs["verified"]["runtime"] == "onnxruntime"
 
 
+def test_mappo_trains_a_team_of_two_groups(workdir: Path) -> None:
+    """MPE's speaker and listener differ in what they observe and do: ``env.group_map=by_type``
+    makes them two groups, each trained by its own loss; each group's return and loss terms are
+    logged; resume, eval and an ONNX export (each group's observation in, its action out)."""
+    run_rlrun("env=pettingzoo", "env.id=mpe2.simple_speaker_listener_v4", "~env.kwargs.N",
+              "env.group_map=by_type", "algo=mappo", "env.num_envs=4",
+              "collector.frames_per_batch=100", "algo.minibatch_size=50", "algo.epochs=1",
+              "trainer.total_frames=100", "trainer.progress_bar=false", cwd=workdir)  # fmt: skip
+    (run,) = run_dirs(workdir)
+    run_rlrun(f"resume={run}", "trainer.total_frames=200", cwd=workdir)
+    assert summary(run)["status"] == "completed" and summary(run)["frames"] == 200
+    team = [v for _, v in csv_series(run, "train/episode_return")]
+    groups = {g: [v for _, v in csv_series(run, f"train/{g}/episode_return")] for g in GROUPS}
+    assert len(team) == 2 and all(len(v) == 2 for v in groups.values())
+    # the team's reward: the mean of its groups' (one agent each)
+    assert team == pytest.approx([(s + li) / 2 for s, li in zip(*groups.values(), strict=True)])
+    for group in GROUPS:
+        assert all(math.isfinite(v) for _, v in csv_series(run, f"train/loss_objective_{group}"))
+    run_rlrun("eval", str(run), "episodes=2", cwd=workdir)
+    (result,) = run.glob("eval/*/eval.json")
+    assert json.loads(result.read_text())["lengths"] == [25, 25]
+    run_rlrun("export", str(run), "format=onnx", cwd=workdir)
+    specs = json.loads((run / "export" / "policy.onnx.json").read_text())
+    assert [i["name"] for i in specs["inputs"]] == [f"{g}_observation" for g in GROUPS]
+    assert [(o["name"], o["shape"]) for o in specs["outputs"]] == [
+        ("listener_action", ["batch", 1, 5]), ("speaker_action", ["batch", 1, 3])
+    ]  # fmt: skip
+
+
+GROUPS = ("listener", "speaker")  # MPE simple_speaker_listener's agent types, in TorchRL's order
+
+
 def test_ippo_trains_a_pettingzoo_team_with_worker_processes(workdir: Path) -> None:
     """MPE's simple_spread through PettingZoo, stepped by two worker processes (4 envs each,
     one after the other), then evaluated in one env of its own."""
@@ -70,7 +104,7 @@ def test_qmix_and_vdn_train_the_team_on_discrete_actions(workdir: Path) -> None:
     """Value decomposition, one sweep: each agent's greedy action among VMAS's discrete ones,
     the mixed team value regressed on the team's reward; finite losses, a greedy evaluation."""
     sweep = workdir / "sweep"
-    run_rlrun("-m", *TEAM, "env.kwargs.continuous_actions=false", "algo=qmix,vdn",
+    run_rlrun("-m", "env=vmas", *TEAM[1:], "env.kwargs.continuous_actions=false", "algo=qmix,vdn",
               "replay_buffer.batch_size=64", "trainer.total_frames=800", "eval.every_frames=800",
               "eval.episodes=2", f"hydra.sweep.dir={sweep}", cwd=workdir)  # fmt: skip
     for job, algo in (("0", "qmix"), ("1", "vdn")):
@@ -109,12 +143,20 @@ def test_continuous_off_policy_teams_train(workdir: Path) -> None:
         (["algo=mappo"], "algo=mappo trains a team of agents, but env.id=CartPole-v1 has one"),
         (["+experiment=mappo_navigation", "env.kwargs.continuous_actions=false", "algo=sac"],
          "algo=sac trains one agent"),
-        (["+experiment=mappo_navigation", "algo=qmix"],
-         "gives Box ones: set env.kwargs.continuous_actions=false"),
+        (["env=vmas", "algo=qmix"], "gives Box ones: set env.kwargs.continuous_actions=false"),
         (["+experiment=maddpg_navigation", "env.kwargs.continuous_actions=false"],
          "gives Discrete ones: set env.kwargs.continuous_actions=true"),
         (["env=pettingzoo", "algo=mappo", "env.kwargs={n_agents: 2}"],
          "add it with +env.kwargs.n_agents=... (and drop one env.kwargs has with"),
+        (["env=pettingzoo", "env.id=mpe2.simple_speaker_listener_v4", "~env.kwargs.N",
+          "algo=ippo", "algo.minibatch_size=256"],
+         "agents differ in what they observe or do (speaker_0, listener_0), so they cannot form "
+         "one group: set env.group_map=by_type"),
+        (["env=vmas", "env.kwargs.continuous_actions=false", "algo=qmix", "env.group_map=by_type"],
+         "algo=qmix trains one group of agents, but env.group_map=by_type may make several: set "
+         "env.group_map=all_in_one, or use algo=<one of: ippo, mappo>"),
+        (["env.group_map=one_per_agent"],
+         "env.group_map=one_per_agent groups a team's agents; env.id=CartPole-v1 has one agent"),
         (["+experiment=mappo_navigation", "policy=lstm"],
          "algo=mappo cannot train a recurrent policy (policy=lstm); use policy=mlp."),
     ],

@@ -61,6 +61,7 @@ class Algorithm:
     collects: bool = True  # offline only: false learns from the dataset alone (no collector)
     sequences: bool = False  # trains recurrent policies on whole sequences
     multi_agent: bool = False  # trains a team of agents (a multi-agent env: env=vmas), not one
+    groups: bool = False  # trains a team of several groups of agents (env.group_map=by_type)
     ray_learners: bool = False  # can optimise on Ray learners (trainer.learner_backend=ray)
     cudagraphs: bool = False  # its update step is known to capture in a CUDA graph
     policy_schemas: Mapping[str, type] = dataclasses.field(default_factory=dict)  # policy options'

@@ -32,5 +32,6 @@ ALGORITHM = Algorithm(
     schema=ClipPPOConfig,
     data=Data.ON_POLICY,
     multi_agent=True,
+    groups=True,
     check=check_minibatches,
 )

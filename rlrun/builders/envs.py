@@ -180,14 +180,21 @@ def _one_agent_transforms(
 def policy_keys(env: EnvBase) -> tuple[NestedKey, NestedKey]:
     """The observation a policy reads and the action it writes: ``observation`` and ``action``,
     or a team's ``("agents", "observation")`` and ``("agents", "action")``."""
-    action = env.action_key
+    return observation_key(env.action_key), env.action_key
+
+
+def observation_key(action: NestedKey) -> NestedKey:
+    """The observation the policy reads to write ``action``: its group's, for a team."""
     group = action[:-1] if isinstance(action, tuple) else ()
-    return (*group, "observation") if group else "observation", action
+    return (*group, "observation") if group else "observation"
 
 
 def action_spec(env: EnvBase) -> TensorSpec:
     """The spec of what the policy writes: ``action``, or a multi-agent env's
-    ``("agents", "action")`` (``[*batch, n_agents, ...]``)."""
+    ``("agents", "action")`` (``[*batch, n_agents, ...]``), or, for a team of several groups,
+    every group's (``Composite``: ``(group, "action")`` each)."""
+    if len(env.action_keys) > 1:
+        return env.full_action_spec
     return env.full_action_spec[env.action_key]
 
 

@@ -38,6 +38,7 @@ from torchrl.trainers import (
 import rlrun
 from rlrun.builders.devices import Placement
 from rlrun.builders.hook_entries import BUILTIN_NAMES, HOOK_POINTS, HookEntry
+from rlrun.builders.teams import group_returns
 from rlrun.compat.torchrl import progress_bar, stop_requested
 from rlrun.errors import ConfigError, choose
 
@@ -79,6 +80,8 @@ class EpisodeStats(TrainerHookBase):
             self.return_last = self._return_now = returns.float().mean().item()
             self.return_best = max(self.return_best or -math.inf, self.return_last)
             out["train/episode_length"] = lengths.float().mean().item()
+            for group, value in group_returns(batch.get("next"), done).items():  # a team's
+                out[f"train/{group}/episode_return"] = value
         return out
 
     def returns(self, batch: TensorDictBase) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from tensordict.nn import TensorDictModule
+from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
 from torchrl.data import Composite, TensorSpec
 from torchrl.modules import MultiAgentMLP, QValueModule, SafeSequential, TanhModule, TanhNormal
@@ -27,7 +27,7 @@ from rlrun.builders.policies import (
     discrete_actions,
     normal_head,
 )
-from rlrun.builders.teams import AGENTS
+from rlrun.builders.teams import AGENTS, group_actions, groups
 from rlrun.errors import ConfigError
 
 
@@ -55,11 +55,12 @@ def team_actor(
     share_params: bool,
     state_dependent_std: bool,
     return_log_prob: bool,
+    group: str = AGENTS,
 ) -> BoundedActor:
-    """A stochastic actor per agent on its own observation, writing ``("agents", "action")``
-    (and, with ``return_log_prob``, its log-prob: PPO's ratio reads it): a TanhNormal for
-    continuous actions, a categorical for discrete ones."""
-    n_agents, obs_dim = agents_and_width(observation_spec)
+    """A stochastic actor per agent of ``group`` on its own observation, writing
+    ``(group, "action")`` (and, with ``return_log_prob``, its log-prob: PPO's ratio reads it):
+    a TanhNormal for continuous actions, a categorical for discrete ones."""
+    n_agents, obs_dim = agents_and_width(observation_spec, group)
     dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
     continuous = issubclass(dist_cls, TanhNormal)
     dist_keys = ["loc", "scale"] if continuous else ["logits"]
@@ -73,11 +74,11 @@ def team_actor(
     return BoundedActor(
         TensorDictModule(
             nn.Sequential(net, *layers),
-            [(AGENTS, "observation")],
-            [(AGENTS, key) for key in dist_keys],
+            [(group, "observation")],
+            [(group, key) for key in dist_keys],
         ),
-        in_keys={key: (AGENTS, key) for key in dist_keys},
-        out_keys=[(AGENTS, "action")],
+        in_keys={key: (group, key) for key in dist_keys},
+        out_keys=[(group, "action")],
         spec=action_spec,
         distribution_class=dist_cls,
         distribution_kwargs=dist_kwargs,
@@ -85,9 +86,9 @@ def team_actor(
     )
 
 
-def agents_and_width(observation_spec: Composite) -> tuple[int, int]:
-    """The number of agents and the width of each agent's observation."""
-    observation = observation_spec[AGENTS, "observation"]
+def agents_and_width(observation_spec: Composite, group: str = AGENTS) -> tuple[int, int]:
+    """The number of agents of ``group`` and the width of each one's observation."""
+    observation = observation_spec[group, "observation"]
     return observation.shape[-2], observation.shape[-1]
 
 
@@ -120,22 +121,41 @@ def make_team_actor_critic(
     centralised_critic: bool = False,
     **_: object,
 ) -> ActorCritic:
-    """A stochastic actor per agent, writing ``("agents", "action")`` and its log-prob, and a
-    per-agent state-value critic, ``("agents", "state_value")``: centralised (every agent's
-    observation) or local (its own)."""
+    """For each group of the team (``env.group_map``), a stochastic actor per agent, writing
+    ``(group, "action")`` and its log-prob, and a per-agent state-value critic,
+    ``(group, "state_value")``: centralised (every agent of the group's observation) or local
+    (its own). Several groups: one ``ActorCritic`` each in ``groups``, run one after the other
+    by ``actor`` and ``critic``."""
     only_mlp(kind)
-    actor = team_actor(
-        observation_spec, action_spec, hidden_sizes, activation, share_params,
-        state_dependent_std, return_log_prob=True,
-    )  # fmt: skip
-    n_agents, obs_dim = agents_and_width(observation_spec)
-    value = team_mlp(
-        obs_dim, 1, n_agents, hidden_sizes, activation, centralized=centralised_critic,
-        share_params=share_params,
-    )  # fmt: skip
-    critic = TensorDictModule(value, [(AGENTS, "observation")], [(AGENTS, "state_value")])
+    parts = {}
+    for group in groups(observation_spec):
+        actor = team_actor(
+            observation_spec, group_actions(action_spec, group), hidden_sizes, activation,
+            share_params, state_dependent_std, return_log_prob=True, group=group,
+        )  # fmt: skip
+        n_agents, obs_dim = agents_and_width(observation_spec, group)
+        value = team_mlp(
+            obs_dim, 1, n_agents, hidden_sizes, activation, centralized=centralised_critic,
+            share_params=share_params,
+        )  # fmt: skip
+        critic = TensorDictModule(value, [(group, "observation")], [(group, "state_value")])
+        parts[group] = ActorCritic(
+            actor=actor.to(device), critic=critic.to(device), action_key=(group, "action")
+        )
+    return joined(parts)
+
+
+def joined(parts: dict[str, ActorCritic]) -> ActorCritic:
+    """One group's networks as they are, or several groups' as one: actors (and critics) run
+    one after the other, each group's kept in ``groups`` for its own loss."""
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+    first = next(iter(parts.values()))
     return ActorCritic(
-        actor=actor.to(device), critic=critic.to(device), action_key=(AGENTS, "action")
+        actor=TensorDictSequential(*(p.actor for p in parts.values())),
+        critic=TensorDictSequential(*(p.critic for p in parts.values())),
+        action_key=first.action_key,
+        groups=parts,
     )
 
 

@@ -16,6 +16,7 @@ from torchrl.objectives import LossModule
 from torchrl.objectives.value import GAE
 from torchrl.trainers import Trainer, TrainerHookBase
 
+from rlrun.builders.group_losses import per_group
 from rlrun.builders.policies import ActorCritic
 from rlrun.builders.training import Context, Training
 from rlrun.errors import ConfigError
@@ -53,8 +54,7 @@ class OnPolicyBatches(TrainerHookBase):
 
     def __init__(
         self,
-        advantage: GAE,
-        loss: LossModule,
+        parts: list[tuple[GAE, LossModule]],
         ac: ActorCritic,
         minibatch_size: int,
         frames_per_batch: int,
@@ -63,9 +63,8 @@ class OnPolicyBatches(TrainerHookBase):
         device: torch.device,
         fresh_batches: bool = True,
     ) -> None:
-        self.advantage = advantage
+        self.parts = parts  # each group's advantages and loss (one, or a team's several groups)
         self.device = device  # the learner's: minibatches are stored and sampled there
-        self.loss = loss
         self.ac = ac
         self.minibatch_size = minibatch_size
         self.sequence_length = sequence_length
@@ -101,9 +100,10 @@ class OnPolicyBatches(TrainerHookBase):
     def process_batch(self, batch: TensorDictBase) -> TensorDictBase:
         # GAE recomputes the values; a collected copy in the root (not in "next") breaks the
         # root/next stack it runs the critic on.
-        batch = batch.exclude(self.advantage.tensor_keys.value)
+        batch = batch.exclude(*(advantage.tensor_keys.value for advantage, _ in self.parts))
         with torch.no_grad(), self.ac.scope("loss"):
-            self.advantage(batch)
+            for advantage, _ in self.parts:
+                advantage(batch)
         data = self.sequences(batch)
         self.check_log_probs(data)
         if self.buffer is None:
@@ -120,7 +120,12 @@ class OnPolicyBatches(TrainerHookBase):
         if self.tol is None:
             return
         with self.ac.scope("loss"):
-            self.check = log_prob_error(self.loss.actor_network, data, self.loss.tensor_keys)
+            checks = [
+                log_prob_error(loss.actor_network, data, loss.tensor_keys) for _, loss in self.parts
+            ]
+        self.check = {  # the worst group's
+            key: max(check[key] for check in checks) for key in checks[0]
+        }
         if self.guard and not self.check["logprob_error_mean"] <= self.tol:
             raise ConfigError(
                 "log-probs recomputed before the first update differ from the collected ones "
@@ -156,8 +161,11 @@ def require_critic(ac: ActorCritic, algo: str) -> None:
 def make_gae(cfg: DictConfig, ac: ActorCritic, loss: LossModule, estimator: type[GAE] = GAE) -> GAE:
     """GAE (or the ``estimator`` subclass: a team's ``MultiAgentGAE``) with ``algo.gamma`` and
     ``algo.gae_lambda`` on ``ac.critic``, reading the value, reward and done keys ``loss`` reads
-    and writing those it takes (``advantage``, ``value_target``)."""
-    loss.set_keys(value_target="value_target", advantage="advantage")
+    and writing those it takes (``advantage``, ``value_target``; a team's: in the group of its
+    values, ``(group, "advantage")``)."""
+    value = loss.tensor_keys.value
+    group = value[:-1] if isinstance(value, tuple) else ()
+    loss.set_keys(value_target=(*group, "value_target"), advantage=(*group, "advantage"))
     gae = estimator(
         gamma=cfg.gamma,
         lmbda=cfg.gae_lambda,
@@ -189,11 +197,14 @@ def on_policy(
     ``algo.gae_lambda``), then ``epochs`` passes over minibatches of ``minibatch_size`` frames
     (whole sequences of ``sequence_length`` steps for a recurrent policy), the log-probs checked
     against the collected ones first (``logprob_check_tol``; None: no check); ``estimator``:
-    the advantages' class (a team's: ``MultiAgentGAE``)."""
-    advantage = make_gae(cfg, ctx.ac, loss, estimator)
+    the advantages' class (a team's: ``MultiAgentGAE``). A team of several groups: ``loss`` is
+    a :class:`~rlrun.builders.group_losses.GroupLosses`, each group's advantages its own."""
+    parts = [
+        (make_gae(cfg, ctx.ac.groups.get(group, ctx.ac), part, estimator), part)
+        for group, part in per_group(loss).items()
+    ]
     hook = OnPolicyBatches(
-        advantage,
-        loss,
+        parts,
         ctx.ac,
         minibatch_size,
         ctx.frames_per_batch,
@@ -208,5 +219,5 @@ def on_policy(
         num_epochs=epochs,
         max_grad_norm=cfg.max_grad_norm,
         hooks=[hook],
-        advantage=advantage,
+        advantages=[advantage for advantage, _ in parts],
     )

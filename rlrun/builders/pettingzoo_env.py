@@ -3,7 +3,8 @@ TorchRL's ``PettingZooWrapper``, as a team of agents (``rlrun/builders/teams.py`
 team's keys are).
 
 ``env.id`` is the module that makes it, as PettingZoo names it (``mpe2.simple_spread_v3``: its
-``parallel_env(**env.kwargs)``). The agents form one group, ``agents``; the env's global state,
+``parallel_env(**env.kwargs)``). The agents form one group, ``agents``, or the groups
+``env.group_map`` names (``rlrun/builders/teams.py``); the env's global state,
 where it defines one, is kept beside them (``state``). PettingZoo steps one env at a time:
 ``env.num_envs`` of them run one after the other (TorchRL's ``SerialEnv``), or in worker
 processes with ``env.parallel``.
@@ -17,16 +18,17 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from torchrl.envs import EnvBase, ParallelEnv, SerialEnv
-from torchrl.envs.utils import MarlGroupMapType
+
+from rlrun.builders.teams import group_map
 
 
-def _one_env(module: str, kwargs: dict[str, Any]) -> EnvBase:
+def _one_env(module: str, kwargs: dict[str, Any], groups: str) -> EnvBase:
     from torchrl.envs.libs.pettingzoo import PettingZooWrapper
 
     parallel_env = importlib.import_module(module).parallel_env(**kwargs)
     return PettingZooWrapper(
         parallel_env,
-        group_map=MarlGroupMapType.ALL_IN_ONE_GROUP,
+        group_map=group_map(groups),
         return_state=_has_state(parallel_env),
     )
 
@@ -44,7 +46,7 @@ def make_pettingzoo_env(cfg: DictConfig, num_envs: int, start_method: str) -> En
     """``num_envs`` envs of PettingZoo module ``env.id``, one after the other or (``env.parallel``)
     in worker processes."""
     kwargs = OmegaConf.to_container(cfg.kwargs, resolve=True) or {}
-    make_one = functools.partial(_one_env, cfg.id, kwargs)
+    make_one = functools.partial(_one_env, cfg.id, kwargs, cfg.group_map)
     if num_envs == 1:
         return make_one()
     if cfg.parallel:

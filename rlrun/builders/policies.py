@@ -81,7 +81,9 @@ class ActorCritic:
     ``state_value``; ``primers`` are env transforms the policy needs (recurrent state primers),
     appended to every env it runs in; ``recurrent`` says whether sequence mode matters;
     ``action_mask``: the env's observations carry one (``build_policy`` sets it);
-    ``action_key``: where the actor writes its action (a team's: ``("agents", "action")``).
+    ``action_key``: where the actor writes its action (a team's: ``("agents", "action")``);
+    ``groups``: a team of several groups' networks, one ``ActorCritic`` per group (``actor``
+    and ``critic`` run them all; ``action_key`` is the first group's).
     """
 
     actor: TensorDictModule
@@ -92,6 +94,7 @@ class ActorCritic:
     recurrent_mode: dict[str, bool] = field(default_factory=lambda: dict(PHASES))
     action_mask: bool = False
     action_key: NestedKey = "action"
+    groups: dict[str, ActorCritic] = field(default_factory=dict)
 
     def scope(self, phase: str) -> AbstractContextManager:
         """``set_recurrent_mode`` for ``phase`` (collect | loss | eval) as a context manager."""

@@ -18,6 +18,7 @@ from torchrl.objectives import DDPGLoss, LossModule, SACLoss
 from torchrl.objectives.multiagent import MAPPOLoss, QMixerLoss
 from torchrl.objectives.value import MultiAgentGAE
 
+from rlrun.builders.group_losses import GroupLosses
 from rlrun.builders.offpolicy import (
     epsilon_greedy,
     gaussian_noise,
@@ -27,6 +28,7 @@ from rlrun.builders.offpolicy import (
     require_qvalue,
 )
 from rlrun.builders.onpolicy import on_policy, require_critic
+from rlrun.builders.policies import ActorCritic
 from rlrun.builders.teams import AGENTS
 from rlrun.builders.training import Context, Training
 
@@ -46,26 +48,17 @@ def mixed_value_training(cfg: DictConfig, ctx: Context, mixer: nn.Module, reads:
 
 def clipped_team_training(cfg: DictConfig, ctx: Context) -> Training:
     """Clipped PPO for a team (TorchRL's ``MAPPOLoss``; MAPPO and IPPO differ in their critic
-    only): the actor and critic of ``ctx.ac`` over the agents' ``("agents", ...)`` keys, each
+    only): the actor and critic of ``ctx.ac`` over the agents' ``(group, ...)`` keys, each
     agent's advantages from its own rewards and values by TorchRL's ``MultiAgentGAE`` (which
     spreads the team's done flags over the agents), then PPO's minibatches of each fresh batch
-    (``rlrun/builders/onpolicy.py``)."""
+    (``rlrun/builders/onpolicy.py``). A team of several groups: a loss per group, on its own
+    networks (``ctx.ac.groups``), summed (``rlrun/builders/group_losses.py``)."""
     require_critic(ctx.ac, cfg.name)
-    loss = MAPPOLoss(
-        ctx.ac.actor,
-        ctx.ac.critic,
-        clip_epsilon=cfg.clip_epsilon,
-        entropy_coeff=cfg.entropy_coef,
-        critic_coeff=cfg.critic_coef,
-        normalize_advantage=cfg.normalize_advantage,
-        loss_critic_type="l2",
-    )
-    loss.set_keys(
-        action=(AGENTS, "action"),
-        sample_log_prob=(AGENTS, "action_log_prob"),
-        value=(AGENTS, "state_value"),
-        reward=(AGENTS, "reward"),
-    )
+    losses = {
+        group: clipped_group_loss(cfg, ac)
+        for group, ac in (ctx.ac.groups or {None: ctx.ac}).items()
+    }
+    loss = losses[None] if None in losses else GroupLosses(losses)
     return on_policy(
         cfg,
         loss,
@@ -75,6 +68,27 @@ def clipped_team_training(cfg: DictConfig, ctx: Context) -> Training:
         logprob_check_tol=cfg.logprob_check_tol,
         estimator=MultiAgentGAE,
     )
+
+
+def clipped_group_loss(cfg: DictConfig, ac: ActorCritic) -> MAPPOLoss:
+    """TorchRL's ``MAPPOLoss`` on one group's networks and keys (``ac.action_key``'s group)."""
+    group = ac.action_key[:-1]
+    loss = MAPPOLoss(
+        ac.actor,
+        ac.critic,
+        clip_epsilon=cfg.clip_epsilon,
+        entropy_coeff=cfg.entropy_coef,
+        critic_coeff=cfg.critic_coef,
+        normalize_advantage=cfg.normalize_advantage,
+        loss_critic_type="l2",
+    )
+    loss.set_keys(
+        action=ac.action_key,
+        sample_log_prob=(*group, "action_log_prob"),
+        value=(*group, "state_value"),
+        reward=(*group, "reward"),
+    )
+    return loss
 
 
 class AgentSignals:

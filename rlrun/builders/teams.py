@@ -1,5 +1,5 @@
-"""A team of agents as one env: the group every rlrun multi-agent env puts its agents in
-(``agents``), and the team's reward, step count and returns beside the agents' own.
+"""A team of agents as one env: its groups of agents (``env.group_map``: by default one,
+``agents``), and the team's reward, step count and returns beside the agents' own.
 
 Beside each agent's reward the env writes the team's, ``reward``: the agents' mean, so that the
 team return (``episode_reward``) is the mean of the agents' returns, the figure BenchMARL logs as
@@ -10,14 +10,50 @@ single agent's return; the losses train on the agents' own rewards.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDictBase, is_tensor_collection
 from tensordict.utils import NestedKey
-from torchrl.data import Composite, Unbounded
+from torchrl.data import Composite, TensorSpec, Unbounded
 from torchrl.envs import EnvBase, RewardSum, StepCounter, Transform
 
-AGENTS = "agents"  # the one group every rlrun multi-agent env puts its agents in
+AGENTS = "agents"  # the group of env.group_map=all_in_one (the default): every agent in one
+GROUP_MAPS = {"all_in_one": "ALL_IN_ONE_GROUP", "one_per_agent": "ONE_GROUP_PER_AGENT"}
+
+
+def group_map(name: str) -> Any:
+    """TorchRL's group map for ``env.group_map``: ``by_type`` is the env library's own default
+    (TorchRL groups agents by their name's prefix: ``speaker_0`` into ``speaker``)."""
+    from torchrl.envs.utils import MarlGroupMapType
+
+    return getattr(MarlGroupMapType, GROUP_MAPS[name]) if name in GROUP_MAPS else None
+
+
+def groups(observation_spec: Composite) -> list[str]:
+    """The team's groups, in the env's order: the entries that hold their agents' observations."""
+    return [
+        key
+        for key, spec in observation_spec.items()
+        if isinstance(spec, Composite) and "observation" in spec.keys()
+    ]
+
+
+def group_actions(action_spec: TensorSpec, group: str) -> TensorSpec:
+    """``group``'s action spec: the env's action spec is the group's where the team is one
+    group, every group's (a ``Composite``) where it is several (``rlrun/builders/envs.py``)."""
+    return action_spec[group, "action"] if isinstance(action_spec, Composite) else action_spec
+
+
+def group_returns(after: TensorDictBase, done: torch.Tensor) -> dict[str, float]:
+    """Each group's return (the mean over its agents) in the episodes that ended where ``done``
+    (``[*batch]``), from the ``next`` entries ``after``; empty for a one-agent env."""
+    out = {}
+    for group, entry in after.items():
+        if is_tensor_collection(entry) and "episode_reward" in entry.keys():
+            per_agent = entry.get("episode_reward").mean(-2).squeeze(-1)
+            out[group] = per_agent[done].float().mean().item()
+    return out
 
 
 class TeamReward(Transform):

@@ -48,11 +48,11 @@ class Training:
     # saved in checkpoints by the Trainer).
     exploration: TensorDictModule | None = None
     target_updater: TargetNetUpdater | None = None
-    advantage: ValueEstimatorBase | None = None  # on-policy: GAE, run on each batch before the loss
+    # on-policy: GAE (a team of several groups: one per group), run on each batch before the loss
+    advantages: list[ValueEstimatorBase] = field(default_factory=list)
 
     def episodes_end_at(self, key: str) -> None:
         """Targets and advantages end an episode at ``key`` (Atari's ``end_of_life``) instead
         of the env's done: the env plays on, the bootstrapping stops there."""
-        for module in (self.loss, self.advantage):
-            if module is not None:
-                module.set_keys(done=key, terminated=key)
+        for module in (self.loss, *self.advantages):
+            module.set_keys(done=key, terminated=key)

@@ -88,6 +88,7 @@ def check_agents(cfg: DictConfig, algorithm: Algorithm) -> None:
     gymnasium env; else the algorithms that fit."""
     team = cfg.env.backend in MULTI_AGENT_BACKENDS
     if algorithm.multi_agent == team:
+        check_groups(cfg, algorithm)
         return
     fits = [n for n, a in shipped().items() if a.multi_agent == team and a.data != Data.OFFLINE]
     use = f"use algo=<one of: {', '.join(fits)}>"
@@ -100,4 +101,22 @@ def check_agents(cfg: DictConfig, algorithm: Algorithm) -> None:
     raise ConfigError(
         f"algo={name} trains a team of agents, but env.id={cfg.env.id} has one agent: "
         f"{use}, or env=vmas for a multi-agent scenario."
+    )
+
+
+def check_groups(cfg: DictConfig, algorithm: Algorithm) -> None:
+    """``env.group_map`` other than ``all_in_one`` only for a team, trained by an algorithm that
+    trains several groups; else the algorithms that do."""
+    groups = cfg.env.group_map
+    if groups == "all_in_one" or algorithm.groups:
+        return
+    if cfg.env.backend not in MULTI_AGENT_BACKENDS:
+        raise ConfigError(
+            f"env.group_map={groups} groups a team's agents; env.id={cfg.env.id} has one agent: "
+            "leave env.group_map=all_in_one."
+        )
+    fits = [n for n, a in shipped().items() if a.groups]
+    raise ConfigError(
+        f"algo={cfg.algo.get('name')} trains one group of agents, but env.group_map={groups} "
+        f"may make several: set env.group_map=all_in_one, or use algo=<one of: {', '.join(fits)}>."
     )

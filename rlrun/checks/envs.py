@@ -83,9 +83,10 @@ def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
 
 
 @functools.cache
-def _team_action_space(module: str, kwargs_json: str) -> str:
-    """The action space's class of a PettingZoo parallel env's first agent (one env made and
-    closed), after a one-line refusal if ``module`` cannot make one."""
+def _team_spaces(module: str, kwargs_json: str) -> tuple[str, list[str]]:
+    """The action space's class of a PettingZoo parallel env's first agent, and the agents
+    whose observation or action space differs from the first's (one env made and closed),
+    after a one-line refusal if ``module`` cannot make one."""
     import importlib
 
     try:
@@ -96,7 +97,10 @@ def _team_action_space(module: str, kwargs_json: str) -> str:
             f"(e.g. env.id=mpe2.simple_spread_v3): {type(err).__name__}: {err}"
         ) from None
     try:
-        return type(env.action_space(env.possible_agents[0])).__name__
+        first, *others = env.possible_agents
+        spaces = {a: (env.observation_space(a), env.action_space(a)) for a in env.possible_agents}
+        unlike = [a for a in others if spaces[a] != spaces[first]]
+        return type(spaces[first][1]).__name__, [first, *unlike] if unlike else []
     finally:
         env.close()
 
@@ -111,7 +115,13 @@ def check_env(cfg: DictConfig) -> None:
             continuous = kwargs.get("continuous_actions", True)
             space = "Box" if continuous else "Discrete"
         else:
-            space = _team_action_space(cfg.env.id, json.dumps(kwargs, sort_keys=True))
+            space, unlike = _team_spaces(cfg.env.id, json.dumps(kwargs, sort_keys=True))
+            if unlike and cfg.env.group_map == "all_in_one":
+                raise ConfigError(
+                    f"env.id={cfg.env.id}: its agents differ in what they observe or do "
+                    f"({', '.join(unlike)}), so they cannot form one group: set "
+                    "env.group_map=by_type (a group per agent type)."
+                )
         if space not in algorithm.actions:
             flip = "false" if space == "Box" else "true"
             raise ConfigError(

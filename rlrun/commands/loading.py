@@ -296,17 +296,19 @@ class TensorPolicy(nn.Module):
     the env's action mask takes it next, ``policy(observation, action_mask)``. A recurrent actor
     takes and returns its state explicitly, ``action, *state = policy(observation, *state,
     is_init)`` (``input_names`` and ``output_names`` list them; ``is_init`` true on an
-    episode's first step resets the state). This is the module ``rlrun export`` writes."""
+    episode's first step resets the state). A team of several groups takes each group's
+    observation and gives each group's action, in the env's order. This is the module
+    ``rlrun export`` writes."""
 
     def __init__(self, trained: Trained) -> None:
         super().__init__()
         from rlrun.builders.action_masks import MASK_KEY
-        from rlrun.builders.envs import policy_keys
+        from rlrun.builders.envs import observation_key
 
         env = trained.make_env()
         try:
             pipeline = observation_pipeline(trained, env)
-            observation, action = policy_keys(env)  # a team's: ("agents", ...)
+            actions = list(env.action_keys)  # a team's: ("agents", "action"), or one per group
         finally:
             env.close()
         actor = trained.ac.rollout_policy("eval")
@@ -314,8 +316,10 @@ class TensorPolicy(nn.Module):
         module = TensorDictSequential(*steps, actor)
         state = [k for k in module.in_keys if ("next", k) in module.out_keys]
         masks = [k for k in module.in_keys if k == MASK_KEY]  # a masked actor reads the env's
-        self.in_keys = [observation, *masks, *state, *(k for k in module.in_keys if k == "is_init")]
-        self.out_keys = [action, *(("next", k) for k in state)]
+        observations = [observation_key(action) for action in actions]
+        resets = [k for k in module.in_keys if k == "is_init"]
+        self.in_keys = [*observations, *masks, *state, *resets]
+        self.out_keys = [*actions, *(("next", k) for k in state)]
         self.module = TensorDictSequential(*steps, actor, selected_out_keys=self.out_keys)
         self.module.to(trained.device)
         self.pipeline = pipeline  # the env's observation transforms, built in
@@ -332,7 +336,7 @@ class TensorPolicy(nn.Module):
         with set_exploration_type(ExplorationType.DETERMINISTIC):
             out = self.module(td)
         values = tuple(out.get(k) for k in self.out_keys)
-        return values if self.recurrent else values[0]
+        return values if len(values) > 1 else values[0]
 
 
 class TrainedPolicy(nn.Module):
