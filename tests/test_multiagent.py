@@ -46,6 +46,9 @@ def test_mappo_trains_resumes_evaluates_and_exports_the_team(workdir: Path) -> N
     returns = json.loads(result.read_text())["returns"]
     assert len(returns) == 4 and all(math.isfinite(r) for r in returns)
 
+    proc = run_rlrun("record", str(run), "episodes=1", cwd=workdir, check=False)
+    assert proc.returncode == 2 and "whose episodes a Minari dataset cannot hold" in proc.stderr
+
     run_rlrun("export", str(run), "format=onnx", cwd=workdir)
     specs = json.loads((run / "export" / "policy.onnx.json").read_text())
     assert specs["inputs"][0] == {

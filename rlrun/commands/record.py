@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rlrun.commands.eval import positive_int
+from rlrun.config import MULTI_AGENT_BACKENDS
 from rlrun.errors import ConfigError
 from rlrun.folders.provenance import first_start
 from rlrun.folders.run_dirs import is_run_dir, run_config, shown, split_options
@@ -141,6 +142,12 @@ def record(run_dir: Path, args: list[str]) -> dict:
     """Play, write the dataset and its record; what was written."""
     options, overrides = split_options(args, OPTIONS, "record")
     cfg = run_config(run_dir, overrides, None)  # its keys checked before torch is imported
+    if cfg.env.backend in MULTI_AGENT_BACKENDS:
+        raise ConfigError(
+            f"rlrun record plays one agent in a gymnasium env; {run_dir.name} trains a team "
+            f"(env.backend={cfg.env.backend}), whose episodes a Minari dataset cannot hold: "
+            "evaluate it with rlrun eval."
+        )
     episodes, noise, refs = check_options(options, cfg)
     name = dataset_id(options, run_dir, cfg)
     try:
