@@ -1,8 +1,9 @@
 """Teams of agents through the real ``rlrun`` console script: a VMAS scenario trained by MAPPO
 with TensorBoard logs, continued by ``resume=``, evaluated (team return) and exported (the
 per-agent policy over the agent dimension); IPPO on a PettingZoo env with worker processes;
-QMIX and VDN on discrete actions; MADDPG, IDDPG, MASAC and ISAC; and the refusals that name the
-fix. Learning (MAPPO, IPPO, IDDPG): ``tests/test_learning.py``."""
+QMIX and VDN on discrete actions; MADDPG, IDDPG, MASAC and ISAC; teams of two groups of agents
+(MAPPO, MADDPG, MASAC); and the refusals that name the fix. Learning (MAPPO, IPPO, IDDPG):
+``tests/test_learning.py``."""
 
 from __future__ import annotations
 
@@ -124,15 +125,38 @@ def test_continuous_off_policy_teams_train(workdir: Path) -> None:
     sweep = workdir / "sweep"
     run_rlrun("-m", "+experiment=maddpg_navigation", *TEAM[1:], "algo=maddpg,iddpg,masac,isac",
               "replay_buffer.size=1000", "replay_buffer.batch_size=64",  # the preset's: 1M, 128
-              "trainer.total_frames=800", "eval.every_frames=800", "eval.episodes=2",
+              "trainer.total_frames=400", "eval.every_frames=400", "eval.episodes=2",
               f"hydra.sweep.dir={sweep}", cwd=workdir)  # fmt: skip
     for job, algo in enumerate(("maddpg", "iddpg", "masac", "isac")):
         run = sweep / str(job)
         s = summary(run)
-        assert s["frames"] == 800 and math.isfinite(s["eval_return_last"]), (algo, s)
+        assert s["frames"] == 400 and math.isfinite(s["eval_return_last"]), (algo, s)
         terms = sorted(t.stem for t in (run / "csv" / "scalars" / "train").glob("loss_*.csv"))
         losses = [v for t in terms for _, v in csv_series(run, f"train/{t}")]
         assert len(terms) >= 2 and all(math.isfinite(v) for v in losses), (algo, terms)
+
+
+def test_off_policy_teams_of_two_groups_train_and_resume(workdir: Path) -> None:
+    """MPE's simple_adversary in two groups (``by_type``: the adversary, the two agents, whose
+    observations differ): MADDPG and MASAC, one sweep, each group its own loss, target critics
+    and (MADDPG) exploration noise; MADDPG then resumes, its groups' target critics and noise
+    restored from the checkpoint."""
+    sweep = workdir / "sweep"
+    run_rlrun("-m", "algo=maddpg,masac", "env=pettingzoo", "env.id=mpe2.simple_adversary_v3",
+              "~env.kwargs.N", "env.group_map=by_type", "env.num_envs=4",
+              "collector.frames_per_batch=100", "collector.init_random_frames=100",
+              "replay_buffer.size=1000", "replay_buffer.batch_size=64", "trainer.total_frames=200",
+              "policy.hidden_sizes=[32,32]", "eval.every_frames=200", "eval.episodes=2",
+              f"hydra.sweep.dir={sweep}", cwd=workdir)  # fmt: skip
+    for job, (algo, term) in enumerate((("maddpg", "loss_value"), ("masac", "loss_qvalue"))):
+        run = sweep / str(job)
+        assert math.isfinite(summary(run)["eval_return_last"]), algo
+        for group in ("adversary", "agent"):
+            losses = [v for _, v in csv_series(run, f"train/{term}_{group}")]
+            assert len(losses) == 2 and all(map(math.isfinite, losses)), (algo, group)
+    run_rlrun(f"resume={sweep / '0'}", "trainer.total_frames=300", cwd=workdir)
+    assert summary(sweep / "0")["frames"] == 300
+    assert len(csv_series(sweep / "0", "train/loss_value_agent")) == 3
 
 
 @pytest.mark.parametrize(
@@ -157,7 +181,11 @@ def test_continuous_off_policy_teams_train(workdir: Path) -> None:
          "one group: set env.group_map=by_type"),
         (["env=vmas", "env.kwargs.continuous_actions=false", "algo=qmix", "env.group_map=by_type"],
          "algo=qmix trains one group of agents, but env.group_map=by_type may make several: set "
-         "env.group_map=all_in_one, or use algo=<one of: ippo, mappo>"),
+         "env.group_map=all_in_one, or use algo=<one of: iddpg, ippo, isac, maddpg, mappo, masac>"),
+        (["+experiment=maddpg_navigation", "env=pettingzoo", "env.id=mpe2.simple_adversary_v3",
+          "~env.kwargs.N"],
+         "env.kwargs do not fit mpe2.simple_adversary_v3.parallel_env: raw_env.__init__() got an "
+         "unexpected keyword argument"),
         (["env.group_map=one_per_agent"],
          "env.group_map=one_per_agent groups a team's agents; env.id=CartPole-v1 has one agent"),
         (["+experiment=mappo_navigation", "policy=lstm"],

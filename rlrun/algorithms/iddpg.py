@@ -28,4 +28,5 @@ ALGORITHM = Algorithm(
     schema=GaussianNoiseConfig,
     actions=(BOX,),
     multi_agent=True,
+    groups=True,
 )

@@ -30,4 +30,5 @@ ALGORITHM = Algorithm(
     schema=GaussianNoiseConfig,
     actions=(BOX,),
     multi_agent=True,
+    groups=True,
 )

@@ -146,14 +146,21 @@ def make_team_actor_critic(
 
 
 def joined(parts: dict[str, ActorCritic]) -> ActorCritic:
-    """One group's networks as they are, or several groups' as one: actors (and critics) run
-    one after the other, each group's kept in ``groups`` for its own loss."""
-    if len(parts) == 1:
-        return next(iter(parts.values()))
-    first = next(iter(parts.values()))
+    """One group's networks as they are, or several groups' as one: actors (and critics or
+    Q-networks) run one after the other, each group's kept in ``groups`` for its own loss."""
+    first, *others = parts.values()
+    if not others:
+        return first
+
+    def chained(name: str) -> TensorDictSequential | None:
+        if getattr(first, name) is None:
+            return None
+        return TensorDictSequential(*(getattr(p, name) for p in parts.values()))
+
     return ActorCritic(
-        actor=TensorDictSequential(*(p.actor for p in parts.values())),
-        critic=TensorDictSequential(*(p.critic for p in parts.values())),
+        actor=chained("actor"),
+        critic=chained("critic"),
+        qvalue=chained("qvalue"),
         action_key=first.action_key,
         groups=parts,
     )
@@ -212,36 +219,44 @@ def make_team_actor_q(
     centralised_critic: bool = False,
     **_: object,
 ) -> ActorCritic:
-    """An actor per agent on its own observation (TanhNormal; ``deterministic``: tanh-scaled
-    to the action bounds, exploration noise being the algorithm's) and a Q-network per agent,
-    ``("agents", "state_action_value")``, on its own observation and action or, centralised,
-    on the whole team's (the losses make the copies they need). Continuous actions only."""
+    """For each group of the team, an actor per agent on its own observation (TanhNormal;
+    ``deterministic``: tanh-scaled to the action bounds, exploration noise being the
+    algorithm's) and a Q-network per agent, ``(group, "state_action_value")``, on its own
+    observation and action or, centralised, on the whole group's (the losses make the copies
+    they need). Continuous actions only. Several groups: one ``ActorCritic`` each in
+    ``groups``."""
     only_mlp(kind)
-    if action_spec.domain != "continuous":
-        raise ConfigError(
-            f"policy._target_={__name__}.make_team_actor_q needs continuous actions; this env's "
-            "are discrete: set env.kwargs.continuous_actions=true, or use a team algorithm for "
-            "discrete actions (rlrun --help lists them)."
-        )
     sizes, act = hidden_sizes, activation
-    if deterministic:
-        actor = team_deterministic_actor(observation_spec, action_spec, sizes, act, share_params)
-    else:
-        actor = team_actor(
-            observation_spec, action_spec, sizes, act, share_params, state_dependent_std,
-            return_log_prob=False,
+    parts = {}
+    for group in groups(observation_spec):
+        actions = group_actions(action_spec, group)
+        if actions.domain != "continuous":
+            raise ConfigError(
+                f"policy._target_={__name__}.make_team_actor_q needs continuous actions; this "
+                "env's are discrete: set env.kwargs.continuous_actions=true, or use a team "
+                "algorithm for discrete actions (rlrun --help lists them)."
+            )
+        if deterministic:
+            actor = team_deterministic_actor(
+                observation_spec, actions, sizes, act, share_params, group
+            )
+        else:
+            actor = team_actor(
+                observation_spec, actions, sizes, act, share_params, state_dependent_std,
+                return_log_prob=False, group=group,
+            )  # fmt: skip
+        n_agents, obs_dim = agents_and_width(observation_spec, group)
+        # MultiAgentMLP joins its inputs, observation then action, per agent
+        q = team_mlp(
+            obs_dim + actions.shape[-1], 1, n_agents, sizes, act,
+            centralized=centralised_critic, share_params=share_params,
         )  # fmt: skip
-    n_agents, obs_dim = agents_and_width(observation_spec)
-    # MultiAgentMLP joins its inputs, observation then action, per agent
-    q = team_mlp(
-        obs_dim + action_spec.shape[-1], 1, n_agents, sizes, act, centralized=centralised_critic,
-        share_params=share_params,
-    )  # fmt: skip
-    reads = [(AGENTS, "observation"), (AGENTS, "action")]
-    qvalue = TensorDictModule(q, reads, [(AGENTS, "state_action_value")])
-    return ActorCritic(
-        actor=actor.to(device), qvalue=qvalue.to(device), action_key=(AGENTS, "action")
-    )
+        reads = [(group, "observation"), (group, "action")]
+        qvalue = TensorDictModule(q, reads, [(group, "state_action_value")])
+        parts[group] = ActorCritic(
+            actor=actor.to(device), qvalue=qvalue.to(device), action_key=(group, "action")
+        )
+    return joined(parts)
 
 
 def team_deterministic_actor(
@@ -250,18 +265,19 @@ def team_deterministic_actor(
     sizes: Sequence[int],
     act: str,
     share_params: bool,
+    group: str = AGENTS,
 ) -> SafeSequential:
-    """A deterministic actor per agent on its own observation, tanh-scaled to the action
-    bounds: its ``spec[("agents", "action")]`` is the team's unbatched action spec."""
-    n_agents, obs_dim = agents_and_width(observation_spec)
+    """A deterministic actor per agent of ``group`` on its own observation, tanh-scaled to the
+    action bounds: its ``spec[(group, "action")]`` is the group's unbatched action spec."""
+    n_agents, obs_dim = agents_and_width(observation_spec, group)
     team_actions = one_env_actions(action_spec, observation_spec)  # [n_agents, dim]
     net = team_mlp(
         obs_dim, action_spec.shape[-1], n_agents, sizes, act, centralized=False,
         share_params=share_params,
     )  # fmt: skip
     return SafeSequential(
-        TensorDictModule(net, [(AGENTS, "observation")], [(AGENTS, "param")]),
-        TanhModule([(AGENTS, "param")], [(AGENTS, "action")], spec=team_actions),
+        TensorDictModule(net, [(group, "observation")], [(group, "param")]),
+        TanhModule([(group, "param")], [(group, "action")], spec=team_actions),
     )
 
 

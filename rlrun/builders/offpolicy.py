@@ -23,6 +23,7 @@ from torchrl.objectives.utils import TargetNetUpdater
 from torchrl.trainers import Trainer, TrainerHookBase
 
 from rlrun.builders.action_masks import MASK_KEY
+from rlrun.builders.groups import GroupTargets
 from rlrun.builders.policies import ActorCritic
 from rlrun.builders.training import Training
 from rlrun.compat.torchrl import target_updater_tensors
@@ -48,18 +49,26 @@ class SoftUpdate(TorchRLSoftUpdate):
 
 class AnnealExploration(TrainerHookBase):
     """Anneal an exploration module (``EGreedyModule``, ``AdditiveGaussianModule``: its
-    ``step``) by the frames of each batch, and log its current ``attr`` (``eps``, ``sigma``)."""
+    ``step``) by the frames of each batch, and log its current ``attr`` (``eps``, ``sigma``) as
+    ``shown`` has it (default: ``module``; a team of several groups' anneals them together)."""
 
-    def __init__(self, module: TensorDictModule, attr: str, log_as: str) -> None:
+    def __init__(
+        self,
+        module: TensorDictModule,
+        attr: str,
+        log_as: str,
+        shown: TensorDictModule | None = None,
+    ) -> None:
         self.module = module
         self.attr = attr
         self.log_as = log_as
+        self.shown = module if shown is None else shown
 
     def anneal(self, batch: TensorDictBase) -> None:
         self.module.step(batch.numel())
 
     def log(self, batch: TensorDictBase) -> dict[str, Any]:
-        return {f"train/{self.log_as}": getattr(self.module, self.attr).item()}
+        return {f"train/{self.log_as}": getattr(self.shown, self.attr).item()}
 
     def state_dict(self) -> dict[str, Any]:
         return self.module.state_dict()
@@ -137,7 +146,7 @@ def off_policy(
     loss: LossModule,
     frames_per_batch: int,
     *,
-    updater: TargetNetUpdater | None = None,
+    updater: TargetNetUpdater | GroupTargets | None = None,
     exploration: AnnealExploration | None = None,
     target_networks: bool = True,
 ) -> Training:

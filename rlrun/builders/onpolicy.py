@@ -16,7 +16,7 @@ from torchrl.objectives import LossModule
 from torchrl.objectives.value import GAE
 from torchrl.trainers import Trainer, TrainerHookBase
 
-from rlrun.builders.group_losses import per_group
+from rlrun.builders.groups import per_group
 from rlrun.builders.policies import ActorCritic
 from rlrun.builders.training import Context, Training
 from rlrun.errors import ConfigError
@@ -198,7 +198,7 @@ def on_policy(
     (whole sequences of ``sequence_length`` steps for a recurrent policy), the log-probs checked
     against the collected ones first (``logprob_check_tol``; None: no check); ``estimator``:
     the advantages' class (a team's: ``MultiAgentGAE``). A team of several groups: ``loss`` is
-    a :class:`~rlrun.builders.group_losses.GroupLosses`, each group's advantages its own."""
+    a :class:`~rlrun.builders.groups.GroupLosses`, each group's advantages its own."""
     parts = [
         (make_gae(cfg, ctx.ac.groups.get(group, ctx.ac), part, estimator), part)
         for group, part in per_group(loss).items()

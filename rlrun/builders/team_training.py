@@ -8,7 +8,9 @@ from its own reward). The algorithms differ in their critics, which their networ
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
+import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
@@ -18,8 +20,10 @@ from torchrl.objectives import DDPGLoss, LossModule, SACLoss
 from torchrl.objectives.multiagent import MAPPOLoss, QMixerLoss
 from torchrl.objectives.value import MultiAgentGAE
 
-from rlrun.builders.group_losses import GroupLosses
+from rlrun.builders.groups import GroupExploration, GroupTargets, joined_losses
 from rlrun.builders.offpolicy import (
+    AnnealExploration,
+    SoftUpdate,
     epsilon_greedy,
     gaussian_noise,
     hard_or_soft,
@@ -29,7 +33,6 @@ from rlrun.builders.offpolicy import (
 )
 from rlrun.builders.onpolicy import on_policy, require_critic
 from rlrun.builders.policies import ActorCritic
-from rlrun.builders.teams import AGENTS
 from rlrun.builders.training import Context, Training
 
 
@@ -52,16 +55,15 @@ def clipped_team_training(cfg: DictConfig, ctx: Context) -> Training:
     agent's advantages from its own rewards and values by TorchRL's ``MultiAgentGAE`` (which
     spreads the team's done flags over the agents), then PPO's minibatches of each fresh batch
     (``rlrun/builders/onpolicy.py``). A team of several groups: a loss per group, on its own
-    networks (``ctx.ac.groups``), summed (``rlrun/builders/group_losses.py``)."""
+    networks (``ctx.ac.groups``), summed (``rlrun/builders/groups.py``)."""
     require_critic(ctx.ac, cfg.name)
     losses = {
         group: clipped_group_loss(cfg, ac)
         for group, ac in (ctx.ac.groups or {None: ctx.ac}).items()
     }
-    loss = losses[None] if None in losses else GroupLosses(losses)
     return on_policy(
         cfg,
-        loss,
+        joined_losses(losses),
         ctx,
         cfg.minibatch_size,
         epochs=cfg.epochs,
@@ -94,17 +96,18 @@ def clipped_group_loss(cfg: DictConfig, ac: ActorCritic) -> MAPPOLoss:
 class AgentSignals:
     """For a TorchRL loss whose TD(0) targets are per agent (``DDPGLoss``, ``SACLoss`` over the
     agents' keys): the team's ``done`` and ``terminated`` (``[*batch, 1]``) spread over the
-    agents as ``("agents", "done")`` and ``("agents", "terminated")`` (``[*batch, n_agents,
-    1]``) before each forward, as TorchRL's multi-agent recipes and BenchMARL do to each
+    agents of its group as ``(group, "done")`` and ``(group, "terminated")`` (``[*batch,
+    n_agents, 1]``) before each forward, as TorchRL's multi-agent recipes and BenchMARL do to each
     collected batch, and a prioritized replay's importance weights (``[*batch]``) over the
     agents' loss terms. Done here, every replay sample passes through it, however it was drawn
     (the fused update step's, a prioritized buffer's, a dataset's)."""
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         after = tensordict.get("next")
-        shape = after.get((AGENTS, "reward")).shape
+        reward = self.tensor_keys.reward  # its group's: (group, "reward")
+        shape = after.get(reward).shape
         for key in ("done", "terminated"):
-            after.set((AGENTS, key), after.get(key).unsqueeze(-2).expand(shape))
+            after.set((*reward[:-1], key), after.get(key).unsqueeze(-2).expand(shape))
         weight = tensordict.get(self.tensor_keys.priority_weight, None)
         if weight is not None and weight.shape == tensordict.shape:
             tensordict.set(
@@ -121,17 +124,41 @@ def with_agent_signals(loss_class: type) -> type:
     return type(name, (AgentSignals, loss_class), {"__module__": __name__})
 
 
-def agent_keys(loss: LossModule, **more: NestedKey) -> LossModule:
-    """``loss`` reading each agent's Q-value, reward and done flags (``("agents", ...)``), and
-    ``more`` of its keys."""
+def agent_keys(loss: LossModule, ac: ActorCritic, **more: NestedKey) -> LossModule:
+    """``loss`` reading each agent's Q-value, reward and done flags in its group (that of
+    ``ac.action_key``: ``("agents", ...)`` by default), and ``more`` of its keys."""
+    group = ac.action_key[:-1]
     loss.set_keys(
-        state_action_value=(AGENTS, "state_action_value"),
-        reward=(AGENTS, "reward"),
-        done=(AGENTS, "done"),
-        terminated=(AGENTS, "terminated"),
+        state_action_value=(*group, "state_action_value"),
+        reward=(*group, "reward"),
+        done=(*group, "done"),
+        terminated=(*group, "terminated"),
         **more,
     )
     return loss
+
+
+def team_exploration(
+    make: Callable[[DictConfig, ActorCritic, torch.device], AnnealExploration],
+    cfg: DictConfig,
+    ac: ActorCritic,
+    device: torch.device,
+) -> AnnealExploration:
+    """``make``'s exploration (e.g. :func:`gaussian_noise`) on the team's actions, one module
+    per group for a team of several, annealed together (the first group's logged)."""
+    if not ac.groups:
+        return make(cfg, ac, device)
+    parts = [make(cfg, part, device) for part in ac.groups.values()]
+    module = GroupExploration(*(part.module for part in parts))
+    return AnnealExploration(module, parts[0].attr, parts[0].log_as, shown=parts[0].module)
+
+
+def soft_targets(cfg: DictConfig, losses: dict[str | None, LossModule]) -> GroupTargets | None:
+    """Several groups' losses: a soft update with ``algo.tau`` each, stepped together; one
+    loss: None (``off_policy``'s own)."""
+    if None in losses:
+        return None
+    return GroupTargets({g: SoftUpdate(loss, tau=cfg.tau) for g, loss in losses.items()})
 
 
 def deterministic_team_training(cfg: DictConfig, ctx: Context) -> Training:
@@ -139,13 +166,25 @@ def deterministic_team_training(cfg: DictConfig, ctx: Context) -> Training:
     in their critic only): each agent's Q-value regresses on its own reward's TD(0) target,
     each actor climbs its Q-value; a target critic soft-updated with ``algo.tau`` (no target
     actor, as in TorchRL's recipe and BenchMARL), Gaussian noise on every agent's action while
-    collecting."""
+    collecting. A team of several groups: a loss, target critic and noise per group."""
     require_qvalue(ctx.ac, cfg.name)
-    loss = with_agent_signals(DDPGLoss)(
-        ctx.ac.actor, ctx.ac.qvalue, loss_function=cfg.loss_function, delay_value=True
+    losses = {
+        group: agent_keys(
+            with_agent_signals(DDPGLoss)(
+                ac.actor, ac.qvalue, loss_function=cfg.loss_function, delay_value=True
+            ),
+            ac,
+        )
+        for group, ac in (ctx.ac.groups or {None: ctx.ac}).items()
+    }
+    exploration = team_exploration(gaussian_noise, cfg, ctx.ac, ctx.device)
+    return off_policy(
+        cfg,
+        joined_losses(losses),
+        ctx.frames_per_batch,
+        updater=soft_targets(cfg, losses),
+        exploration=exploration,
     )
-    exploration = gaussian_noise(cfg, ctx.ac, ctx.device)
-    return off_policy(cfg, agent_keys(loss), ctx.frames_per_batch, exploration=exploration)
 
 
 def soft_team_training(cfg: DictConfig, ctx: Context) -> Training:
@@ -153,13 +192,23 @@ def soft_team_training(cfg: DictConfig, ctx: Context) -> Training:
     their critic only): each agent's twin Q-values regress on its own reward's soft TD(0)
     target, each TanhNormal actor maximises its Q-value and entropy, one learned temperature
     for the team (target entropy: minus each agent's action dims), target critics
-    soft-updated with ``algo.tau``."""
+    soft-updated with ``algo.tau``. A team of several groups: a loss, temperature and target
+    critics per group."""
     require_qvalue(ctx.ac, cfg.name)
-    loss = with_agent_signals(SACLoss)(
-        ctx.ac.actor,
-        ctx.ac.qvalue,
-        loss_function=cfg.loss_function,
-        delay_qvalue=True,
-        **max_entropy(cfg, ctx.ac),
+    losses = {
+        group: agent_keys(
+            with_agent_signals(SACLoss)(
+                ac.actor,
+                ac.qvalue,
+                loss_function=cfg.loss_function,
+                delay_qvalue=True,
+                **max_entropy(cfg, ac),
+            ),
+            ac,
+            action=ac.action_key,
+        )
+        for group, ac in (ctx.ac.groups or {None: ctx.ac}).items()
+    }
+    return off_policy(
+        cfg, joined_losses(losses), ctx.frames_per_batch, updater=soft_targets(cfg, losses)
     )
-    return off_policy(cfg, agent_keys(loss, action=ctx.ac.action_key), ctx.frames_per_batch)

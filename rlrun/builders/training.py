@@ -14,6 +14,7 @@ from torchrl.objectives.utils import TargetNetUpdater
 from torchrl.objectives.value import ValueEstimatorBase
 from torchrl.trainers import TrainerHookBase
 
+from rlrun.builders.groups import GroupTargets
 from rlrun.builders.policies import ActorCritic
 
 
@@ -47,7 +48,7 @@ class Training:
     # ``target_updater`` with each optimisation step (the update step does, or a Ray learner;
     # saved in checkpoints by the Trainer).
     exploration: TensorDictModule | None = None
-    target_updater: TargetNetUpdater | None = None
+    target_updater: TargetNetUpdater | GroupTargets | None = None
     # on-policy: GAE (a team of several groups: one per group), run on each batch before the loss
     advantages: list[ValueEstimatorBase] = field(default_factory=list)
 

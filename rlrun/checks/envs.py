@@ -96,6 +96,11 @@ def _team_spaces(module: str, kwargs_json: str) -> tuple[str, list[str]]:
             f"env.id={module} is not an importable PettingZoo env module with a parallel_env "
             f"(e.g. env.id=mpe2.simple_spread_v3): {type(err).__name__}: {err}"
         ) from None
+    except TypeError as err:  # a keyword the env does not take
+        raise ConfigError(
+            f"env.kwargs do not fit {module}.parallel_env: {err}; drop a key with "
+            "'~env.kwargs.<key>'."
+        ) from None
     try:
         first, *others = env.possible_agents
         spaces = {a: (env.observation_space(a), env.action_space(a)) for a in env.possible_agents}

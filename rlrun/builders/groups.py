@@ -1,0 +1,96 @@
+"""A team of several groups of agents (``env.group_map=by_type``) trains each group with its own
+loss on its own keys (``(group, ...)``), as BenchMARL does: the pieces here run the groups' as
+one. :class:`GroupLosses` names each term after its group (``loss_objective_speaker``) so that
+the update step sums them all, one backward and one optimiser step for the whole team;
+:class:`GroupTargets` steps each group's target networks; :class:`GroupExploration` each group's
+exploration noise."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictSequential
+from torch import nn
+from torchrl.objectives import LossModule
+from torchrl.objectives.utils import TargetNetUpdater
+
+
+class GroupLosses(LossModule):
+    """``losses``, one per group, as one loss module; ``set_keys`` and
+    ``make_value_estimator`` set each group's."""
+
+    @dataclass
+    class _AcceptedKeys:
+        """No keys of its own: each group's loss reads its group's."""
+
+    def __init__(self, losses: dict[str, LossModule]) -> None:
+        super().__init__()
+        self.groups = nn.ModuleDict(losses)
+        for group, loss in losses.items():  # TD errors (DDPG's, SAC's): each in its group
+            priority = getattr(loss.tensor_keys, "priority", None)
+            if priority is not None:
+                loss.set_keys(priority=(group, priority))
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        terms = {}
+        for group, loss in self.groups.items():
+            for key, value in loss(tensordict).items():
+                terms[f"{key}_{group}"] = value
+        return TensorDict(terms, [])
+
+    @functools.cached_property  # one module: the Trainer's checkpoint keeps it by identity
+    def actor_network(self) -> TensorDictSequential:
+        """Every group's actor in one module, in the order the team's actor runs them: what
+        the Trainer saves as a checkpoint's ``policy`` (and ``rlrun eval`` loads). Cached in
+        the instance's ``__dict__``, not registered as a submodule: its weights are the
+        groups' losses' own, saved once."""
+        return TensorDictSequential(*(loss.actor_network for loss in self.groups.values()))
+
+    def set_keys(self, **keys: object) -> None:
+        for loss in self.groups.values():
+            loss.set_keys(**keys)
+
+    def make_value_estimator(self, *args: Any, **kwargs: Any) -> None:
+        for loss in self.groups.values():
+            loss.make_value_estimator(*args, **kwargs)
+
+
+def per_group(loss: LossModule) -> dict[str | None, LossModule]:
+    """Each group's loss (a :class:`GroupLosses`'), or ``{None: loss}``."""
+    return dict(loss.groups) if isinstance(loss, GroupLosses) else {None: loss}
+
+
+def joined_losses(losses: dict[str | None, LossModule]) -> LossModule:
+    """One loss as it is (``{None: loss}``), several groups' as a :class:`GroupLosses`."""
+    return losses[None] if None in losses else GroupLosses(losses)
+
+
+class GroupTargets:
+    """Each group's target-network updater, stepped together after each optimisation step;
+    saved in checkpoints as the Trainer saves one updater."""
+
+    def __init__(self, updaters: dict[str, TargetNetUpdater]) -> None:
+        self.updaters = updaters
+
+    def step(self) -> None:
+        for updater in self.updaters.values():
+            updater.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {group: updater.state_dict() for group, updater in self.updaters.items()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        for group, updater in self.updaters.items():
+            updater.load_state_dict(state_dict[group])
+
+
+class GroupExploration(TensorDictSequential):
+    """Each group's exploration module (``AdditiveGaussianModule``, ``EGreedyModule``), run one
+    after the other behind the team's actor and annealed together."""
+
+    def step(self, frames: int = 1) -> None:
+        for module in self.module:
+            module.step(frames)
