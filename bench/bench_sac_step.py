@@ -1,0 +1,168 @@
+"""Where SAC's update step spends its time on the CPU: rlrun's step (TorchRL's ``SACLoss`` on the
+networks ``+experiment=sac`` builds, fused Adam, gradient clipping, soft target update) against
+the plain PyTorch step of ``baselines/plain_torch_sac.py``, phase by phase, on the same random
+batches of 256 in one process, one thread, interleaved rounds; then one twin-Q evaluation as
+TorchRL vmaps it against two plain MLP calls.
+
+    python bench/bench_sac_step.py [--env Pendulum-v1] [--steps 300]
+
+Writes ``bench/results/sac_step.json`` and ``sac_step.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from baselines.plain_torch_sac import PlainSAC, mlp
+from common import machine, write, write_markdown
+from tensordict import TensorDict
+from torch.func import functional_call, stack_module_state, vmap
+from torchrl.envs import GymEnv
+from torchrl.objectives import SACLoss, SoftUpdate
+
+from rlrun.builders.policies import make_stochastic_actor_q
+
+BATCH = 256
+
+
+def rlrun_phases(env: GymEnv) -> Callable[[], dict[str, float]]:
+    """One update of rlrun's SAC, timed by phase (ms)."""
+    ac = make_stochastic_actor_q(observation_spec=env.observation_spec, action_spec=env.action_spec)
+    loss = SACLoss(ac.actor, ac.qvalue, delay_qvalue=True, alpha_init=1.0)
+    loss.make_value_estimator(gamma=0.99)
+    optimizer = torch.optim.Adam(loss.parameters(), lr=3e-4, fused=True)
+    target = SoftUpdate(loss, tau=0.005)
+    params = list(loss.parameters())
+    obs = env.observation_spec["observation"].shape[-1]
+    act = env.action_spec.shape[-1]
+
+    def step() -> dict[str, float]:
+        batch = TensorDict(
+            {
+                "observation": torch.randn(BATCH, obs),
+                "action": torch.rand(BATCH, act) * 2 - 1,
+                ("next", "observation"): torch.randn(BATCH, obs),
+                ("next", "reward"): torch.randn(BATCH, 1),
+                ("next", "done"): torch.zeros(BATCH, 1, dtype=torch.bool),
+                ("next", "terminated"): torch.zeros(BATCH, 1, dtype=torch.bool),
+            },
+            [BATCH],
+        )
+        t0 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        total = sum(v for k, v in loss(batch).items() if k.startswith("loss"))
+        t1 = time.perf_counter()
+        total.backward()
+        t2 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(params, 10.0)
+        optimizer.step()
+        target.step()
+        t3 = time.perf_counter()
+        return {"forward": t1 - t0, "backward": t2 - t1, "step": t3 - t2}
+
+    return step
+
+
+def plain_phases(env: GymEnv) -> Callable[[], dict[str, float]]:
+    """One update of the plain PyTorch SAC (``baselines/plain_torch_sac.py``), timed by phase."""
+    obs = env.observation_spec["observation"].shape[-1]
+    act = env.action_spec.shape[-1]
+    space = env.action_spec.space
+    sac = PlainSAC(obs, act, space.low.numpy(), space.high.numpy(), torch.device("cpu"))
+
+    def step() -> dict[str, float]:
+        o, a, o2 = torch.randn(BATCH, obs), torch.rand(BATCH, act) * 2 - 1, torch.randn(BATCH, obs)
+        r, d = torch.randn(BATCH, 1), torch.zeros(BATCH, 1)
+        t0 = time.perf_counter()
+        total = sac.loss(o, a, r, o2, d)
+        t1 = time.perf_counter()
+        total.backward()
+        t2 = time.perf_counter()
+        sac.step()
+        t3 = time.perf_counter()
+        return {"forward": t1 - t0, "backward": t2 - t1, "step": t3 - t2}
+
+    return step
+
+
+def twin_q(env: GymEnv, calls: int) -> dict[str, float]:
+    """One twin-Q forward (ms): vmapped over stacked parameters, as TorchRL's losses call it,
+    and as two plain MLP calls."""
+    width = env.observation_spec["observation"].shape[-1] + env.action_spec.shape[-1]
+    nets = [mlp(width, 1), mlp(width, 1)]
+    params, _ = stack_module_state(nets)
+    base = mlp(width, 1).to("meta")
+    vmapped = vmap(lambda p, x: functional_call(base, (p,), (x,)), in_dims=(0, None))
+    x = torch.randn(BATCH, width)
+    ways = {"vmap": lambda: vmapped(params, x), "two_mlps": lambda: [n(x) for n in nets]}
+    times: dict[str, list[float]] = {k: [] for k in ways}
+    for _ in range(5):
+        for name, run in ways.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                run()
+            times[name].append((time.perf_counter() - start) / calls * 1000)
+    return {k: round(statistics.median(v), 3) for k, v in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="Pendulum-v1")
+    parser.add_argument("--steps", type=int, default=300)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    env = GymEnv(args.env)
+    steps = {"rlrun": rlrun_phases(env), "plain": plain_phases(env)}
+    phases: dict[str, dict[str, list[float]]] = {k: {} for k in steps}
+    for _ in range(20):  # warm-up
+        for step in steps.values():
+            step()
+    for _ in range(args.steps // 10):  # rounds of 10 steps each, interleaved
+        for name, step in steps.items():
+            for _ in range(10):
+                for phase, seconds in step().items():
+                    phases[name].setdefault(phase, []).append(seconds * 1000)
+    medians = {
+        name: {phase: round(statistics.median(v), 3) for phase, v in by_phase.items()}
+        for name, by_phase in phases.items()
+    }
+    for by_phase in medians.values():
+        by_phase["total"] = round(sum(by_phase.values()), 3)
+    result = {
+        "env": args.env,
+        "steps": args.steps,
+        "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "ms_per_update": medians,
+        "twin_q_forward_ms": twin_q(env, 50),
+    }
+    write("sac_step", result)
+    rows = [
+        f"| {name} | " + " | ".join(f"{v:.2f}" for v in m.values()) + " |"
+        for name, m in medians.items()
+    ]
+    text = "\n".join([
+        f"### SAC's update step on the CPU, phase by phase ({result['measured']})",
+        "",
+        f"`python bench/bench_sac_step.py --env {args.env}`: median ms per update over "
+        f"{args.steps} updates of batches of {BATCH}, one thread, interleaved "
+        f"({machine()}).",
+        "",
+        "| step | forward (loss) | backward | optimiser + target | total |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+        f"One twin-Q forward (batch {BATCH}): vmapped as TorchRL's losses call it "
+        f"{result['twin_q_forward_ms']['vmap']:.2f} ms, two plain MLP calls "
+        f"{result['twin_q_forward_ms']['two_mlps']:.2f} ms.",
+    ])  # fmt: skip
+    write_markdown("sac_step", text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
