@@ -105,7 +105,8 @@ def test_the_losses_end_episodes_at_a_lost_life(tmp_path: Path) -> None:
     )
     ppo = declared(cfg.algo)(cfg.algo, Context(ac, 128, torch.device("cpu")))
     ppo.episodes_end_at(END_OF_LIFE)
-    for keys in (ppo.loss.tensor_keys, ppo.advantage.tensor_keys):  # loss and GAE
+    (gae,) = ppo.advantages
+    for keys in (ppo.loss.tensor_keys, gae.tensor_keys):  # loss and GAE
         assert keys.done == END_OF_LIFE and keys.terminated == END_OF_LIFE
     with built(tmp_path, "+experiment=dqn_atari", *TINY_DQN) as (_, trainer):  # run.py's wiring
         keys = trainer.loss_module.value_estimator.tensor_keys
