@@ -21,6 +21,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrun import __version__
 from rlrun.algorithms import shipped
+from rlrun.builders.imports import TORCHRL_PROBES, unprobed
+from rlrun.builders.ray_runtime import uses_ray
 from rlrun.commandline import check_command_line, describe_config_error, register_configs
 from rlrun.compat.hydra import known_mode
 from rlrun.errors import ConfigError, RunError
@@ -106,7 +108,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     # importing torchrl loads mujoco's EGL renderer, whose PyOpenGL logs "No OpenGL_accelerate
     # module loaded" at INFO; in a launcher's worker that comes after Hydra set up the job's logging
     logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
-    from rlrun.run import run_job
+    with unprobed(unused_packages(cfg)):  # TorchRL's import-time probes of optional packages
+        from rlrun.run import run_job
 
     try:
         return run_job(cfg)
@@ -119,6 +122,13 @@ def _hydra_main(cfg: DictConfig) -> float | None:
             raise
         print(f"rlrun: error: {err}", file=sys.stderr)
         sys.exit(2 if isinstance(err, ConfigError) else 1)
+
+
+def unused_packages(cfg: DictConfig) -> list[str]:
+    """The optional packages TorchRL probes as it is imported that rlrun imports itself where
+    the run uses them (``TORCHRL_PROBES``), all but Ray when the run has Ray workers or
+    learners (TorchRL's Ray collector and learners need its probe to find Ray)."""
+    return [p for p in TORCHRL_PROBES if p != "ray" or not uses_ray(cfg)]
 
 
 def with_override(args: list[str], override: str) -> list[str]:

@@ -107,3 +107,26 @@ def test_the_front_end_reads_every_declaration_without_torch() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "", f"imported at start: {proc.stdout.strip()}"
+
+
+def test_a_run_imports_no_optional_package_it_does_not_use(workdir: Path) -> None:
+    """TorchRL probes Ray, MuJoCo and torchsnapshot as its modules are imported; a PPO run on
+    CartPole, and its evaluation, import none of them (``rlrun/builders/imports.py``
+    ``unprobed``). The MuJoCo, Ray and torchsnapshot tests run with them."""
+    code = (
+        "import atexit, runpy, sys\n"
+        "probes = ('ray', 'mujoco', 'torchsnapshot', 'torchrl')\n"
+        "atexit.register(lambda: print('imported:', *[m for m in probes if m in sys.modules],"
+        " file=sys.stderr))\n"
+        "runpy.run_module('rlrun', run_name='__main__')\n"
+    )
+    for args in (
+        ["+experiment=ppo", "trainer.total_frames=256", "collector.frames_per_batch=256",
+         "trainer.progress_bar=false", "hydra.run.dir=run"],
+        ["eval", "run", "episodes=1"],
+    ):  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *args], cwd=workdir, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stderr.strip().splitlines()[-1] == "imported: torchrl", proc.stderr[-2000:]

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rlrun.builders.imports import import_unprobed
 from rlrun.errors import ConfigError
 from rlrun.folders.run_dirs import run_config, run_folders, shown, split_options
 
@@ -140,9 +141,8 @@ def main(args: list[str]) -> int:
     for run_dir in runs:
         try:
             cfg = run_config(run_dir, overrides, None)  # its keys checked before torch is imported
-            from rlrun.commands.loading import rebuild
-
-            trained = rebuild(run_dir, cfg, options.get("checkpoint"))
+            loading = import_unprobed("rlrun.commands.loading")  # TorchRL, without probes
+            trained = loading.rebuild(run_dir, cfg, options.get("checkpoint"))
             result = evaluate(trained, args[1:])
         except ConfigError as err:
             if len(runs) == 1:

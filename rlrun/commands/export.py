@@ -9,6 +9,7 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
+from rlrun.builders.imports import import_unprobed
 from rlrun.errors import ConfigError
 from rlrun.folders.run_dirs import run_config, run_folders, shown, split_options
 
@@ -47,10 +48,10 @@ def main(args: list[str]) -> int:
             f"rlrun export {path}: a sweep folder; export one of its jobs ({run_dir})."
         )
     cfg = run_config(run_dir, overrides, "cpu")  # its keys checked before torch is imported
+    loading = import_unprobed("rlrun.commands.loading")  # TorchRL, without its probes
     from rlrun.commands.export_files import export
-    from rlrun.commands.loading import rebuild
 
-    trained = rebuild(run_dir, cfg, options.get("checkpoint"))
+    trained = loading.rebuild(run_dir, cfg, options.get("checkpoint"))
     path = export(trained, fmt, f"policy{SUFFIX[fmt]}")
     specs = json.loads(Path(f"{path}.json").read_text())
     diffs = ", ".join(f"{k} {v:.2g}" for k, v in specs["verified"]["max_abs_diff"].items())

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rlrun.builders.imports import import_unprobed
 from rlrun.commands.eval import positive_int
 from rlrun.config import MULTI_AGENT_BACKENDS
 from rlrun.errors import ConfigError
@@ -163,14 +164,15 @@ def record(run_dir: Path, args: list[str]) -> dict:
     import gymnasium as gym
 
     from rlrun.builders.env_ids import import_env_modules
-    from rlrun.commands.loading import TensorPolicy, rebuild
 
-    trained = rebuild(run_dir, cfg, options.get("checkpoint"))
+    loading = import_unprobed("rlrun.commands.loading")  # TorchRL, without its probes
+
+    trained = loading.rebuild(run_dir, cfg, options.get("checkpoint"))
     import_env_modules(cfg.env.imports)
     env = gym.make(cfg.env.id, **cfg.env.kwargs)
     if cfg.env.max_episode_steps:
         env = gym.wrappers.TimeLimit(env, cfg.env.max_episode_steps)
-    player = Player(TensorPolicy(trained), env, noise, cfg.seed)
+    player = Player(loading.TensorPolicy(trained), env, noise, cfg.seed)
     start = time.perf_counter()
     seed = cfg.seed + 1000  # other envs than training's and evaluation's
     played = [player.episode(seed + i, noise) for i in range(episodes)]
