@@ -6,6 +6,10 @@ is paid the team's score, the fraction of agents that picked their own target. E
 ``max_cycles`` steps. A random team earns ``max_cycles / n_targets`` an episode, a perfect one
 ``max_cycles``: a return no untrained team reaches, earned within a few thousand frames, which
 makes it a learning check for the team algorithms' wiring (the suite's QMIX and VDN runs).
+
+``mixed=True`` makes a team of two kinds: ``scout_i`` agents see the target alone, ``picker_i``
+agents see it with two more (empty) entries, so the two kinds cannot share one group:
+``env.group_map=by_type`` makes them groups ``scout`` and ``picker`` (the suite's MAPPO run).
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ from pettingzoo import ParallelEnv
 class TeamTargets(ParallelEnv):
     metadata = {"name": "team_targets_v0", "render_modes": []}
 
-    def __init__(self, n_agents: int = 2, n_targets: int = 4, max_cycles: int = 10) -> None:
-        self.possible_agents = [f"agent_{i}" for i in range(n_agents)]
+    def __init__(
+        self, n_agents: int = 2, n_targets: int = 4, max_cycles: int = 10, mixed: bool = False
+    ) -> None:
+        kinds = ["scout", "picker"] if mixed else ["agent"]
+        self.possible_agents = [f"{kinds[i % len(kinds)]}_{i}" for i in range(n_agents)]
         self.agents = list(self.possible_agents)
         self.n_targets, self.max_cycles = n_targets, max_cycles
         self._rng = np.random.default_rng()
@@ -30,7 +37,10 @@ class TeamTargets(ParallelEnv):
 
     @functools.cache  # noqa: B019 (PettingZoo's own pattern: one space object per agent)
     def observation_space(self, agent: str) -> spaces.Box:
-        return spaces.Box(0.0, 1.0, (self.n_targets,), np.float32)
+        return spaces.Box(0.0, 1.0, (self._width(agent),), np.float32)
+
+    def _width(self, agent: str) -> int:
+        return self.n_targets + 2 if agent.startswith("picker") else self.n_targets
 
     @functools.cache  # noqa: B019
     def action_space(self, agent: str) -> spaces.Discrete:
@@ -38,8 +48,11 @@ class TeamTargets(ParallelEnv):
 
     def _observations(self) -> dict[str, np.ndarray]:
         self._targets = self._rng.integers(self.n_targets, size=len(self.possible_agents))
-        eye = np.eye(self.n_targets, dtype=np.float32)
-        return {a: eye[t] for a, t in zip(self.possible_agents, self._targets, strict=True)}
+        out = {}
+        for agent, target in zip(self.possible_agents, self._targets, strict=True):
+            out[agent] = np.zeros(self._width(agent), dtype=np.float32)
+            out[agent][target] = 1.0
+        return out
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         if seed is not None:
