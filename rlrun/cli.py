@@ -108,7 +108,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     # importing torchrl loads mujoco's EGL renderer, whose PyOpenGL logs "No OpenGL_accelerate
     # module loaded" at INFO; in a launcher's worker that comes after Hydra set up the job's logging
     logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
-    with unprobed(unused_packages(cfg)):  # TorchRL's import-time probes of optional packages
+    sweep = HydraConfig.get().mode == RunMode.MULTIRUN
+    with unprobed(unused_packages(cfg, sweep)):  # TorchRL's import-time probes, for this run
         from rlrun.run import run_job
 
     try:
@@ -124,11 +125,12 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         sys.exit(2 if isinstance(err, ConfigError) else 1)
 
 
-def unused_packages(cfg: DictConfig) -> list[str]:
+def unused_packages(cfg: DictConfig, sweep: bool) -> list[str]:
     """The optional packages TorchRL probes as it is imported that rlrun imports itself where
     the run uses them (``TORCHRL_PROBES``), all but Ray when the run has Ray workers or
-    learners (TorchRL's Ray collector and learners need its probe to find Ray)."""
-    return [p for p in TORCHRL_PROBES if p != "ray" or not uses_ray(cfg)]
+    learners, or is a job of a sweep (TorchRL's Ray collector and learners need its probe to
+    have found Ray, and a sweep's later jobs may run in this process)."""
+    return [p for p in TORCHRL_PROBES if p != "ray" or not (sweep or uses_ray(cfg))]
 
 
 def with_override(args: list[str], override: str) -> list[str]:

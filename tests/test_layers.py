@@ -112,7 +112,8 @@ def test_the_front_end_reads_every_declaration_without_torch() -> None:
 def test_a_run_imports_no_optional_package_it_does_not_use(workdir: Path) -> None:
     """TorchRL probes Ray, MuJoCo and torchsnapshot as its modules are imported; a PPO run on
     CartPole, and its evaluation, import none of them (``rlrun/builders/imports.py``
-    ``unprobed``). The MuJoCo, Ray and torchsnapshot tests run with them."""
+    ``unprobed``). A sweep keeps Ray's probe: its later jobs, in the same process, may use Ray.
+    The MuJoCo, Ray and torchsnapshot tests run with them."""
     code = (
         "import atexit, runpy, sys\n"
         "probes = ('ray', 'mujoco', 'torchsnapshot', 'torchrl')\n"
@@ -120,13 +121,15 @@ def test_a_run_imports_no_optional_package_it_does_not_use(workdir: Path) -> Non
         " file=sys.stderr))\n"
         "runpy.run_module('rlrun', run_name='__main__')\n"
     )
-    for args in (
-        ["+experiment=ppo", "trainer.total_frames=256", "collector.frames_per_batch=256",
-         "trainer.progress_bar=false", "hydra.run.dir=run"],
-        ["eval", "run", "episodes=1"],
-    ):  # fmt: skip
+    tiny = ["+experiment=ppo", "trainer.total_frames=256", "collector.frames_per_batch=256",
+            "trainer.progress_bar=false"]  # fmt: skip
+    for args, imported in (
+        ([*tiny, "hydra.run.dir=run"], "torchrl"),
+        (["eval", "run", "episodes=1"], "torchrl"),
+        (["-m", *tiny, "seed=0,1", "hydra.sweep.dir=sweep"], "ray torchrl"),
+    ):
         proc = subprocess.run(
             [sys.executable, "-c", code, *args], cwd=workdir, capture_output=True, text=True
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert proc.stderr.strip().splitlines()[-1] == "imported: torchrl", proc.stderr[-2000:]
+        assert proc.stderr.strip().splitlines()[-1] == f"imported: {imported}", proc.stderr[-2000:]
