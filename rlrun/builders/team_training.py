@@ -57,10 +57,7 @@ def clipped_team_training(cfg: DictConfig, ctx: Context) -> Training:
     (``rlrun/builders/onpolicy.py``). A team of several groups: a loss per group, on its own
     networks (``ctx.ac.groups``), summed (``rlrun/builders/groups.py``)."""
     require_critic(ctx.ac, cfg.name)
-    losses = {
-        group: clipped_group_loss(cfg, ac)
-        for group, ac in (ctx.ac.groups or {None: ctx.ac}).items()
-    }
+    losses = {group: clipped_group_loss(cfg, ac) for group, ac in group_networks(ctx.ac).items()}
     return on_policy(
         cfg,
         joined_losses(losses),
@@ -70,6 +67,12 @@ def clipped_team_training(cfg: DictConfig, ctx: Context) -> Training:
         logprob_check_tol=cfg.logprob_check_tol,
         estimator=MultiAgentGAE,
     )
+
+
+def group_networks(ac: ActorCritic) -> dict[str | None, ActorCritic]:
+    """Each group's networks (a team of several groups'), or ``{None: ac}``: the keys
+    :func:`~rlrun.builders.groups.joined_losses` reads."""
+    return ac.groups or {None: ac}
 
 
 def clipped_group_loss(cfg: DictConfig, ac: ActorCritic) -> MAPPOLoss:
@@ -175,7 +178,7 @@ def deterministic_team_training(cfg: DictConfig, ctx: Context) -> Training:
             ),
             ac,
         )
-        for group, ac in (ctx.ac.groups or {None: ctx.ac}).items()
+        for group, ac in group_networks(ctx.ac).items()
     }
     exploration = team_exploration(gaussian_noise, cfg, ctx.ac, ctx.device)
     return off_policy(
@@ -207,7 +210,7 @@ def soft_team_training(cfg: DictConfig, ctx: Context) -> Training:
             ac,
             action=ac.action_key,
         )
-        for group, ac in (ctx.ac.groups or {None: ctx.ac}).items()
+        for group, ac in group_networks(ctx.ac).items()
     }
     return off_policy(
         cfg, joined_losses(losses), ctx.frames_per_batch, updater=soft_targets(cfg, losses)
