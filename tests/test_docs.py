@@ -6,7 +6,8 @@ In a ```` ```bash ```` block each line is a command; in a ```` ```console ```` b
 command must fail). ``RUN`` (or an ``outputs/<date>/<time>-<tag>`` folder) stands for the run
 the page trained last, ``SWEEP`` (or ``outputs/multirun/...``) for its last sweep. A block
 preceded by ``<!-- docs-test: skip REASON -->`` is not run and ``<!-- docs-test: cuda -->``
-runs only where CUDA is; each such command is a skipped test of its own, so the summary lists it.
+runs only where CUDA is (a page's such commands as one test, in order); each skipped command is
+a skipped test of its own, so the summary lists it.
 """
 
 from __future__ import annotations
@@ -213,24 +214,37 @@ def test_page_commands_run(page: Path, tmp_path_factory: pytest.TempPathFactory)
 
 
 def not_run() -> list:
-    """Every command the docs show but this test does not run, as a test that says why."""
+    """Every command the docs show but do not run here, as a skipped test that says why."""
     return [
-        pytest.param(c, id=f"{c.page}:{c.line}", marks=[pytest.mark.cuda] if c.cuda else [])
-        for page in PAGES
-        for c in commands(page)
-        if c.skip or c.cuda
+        pytest.param(c, id=f"{c.page}:{c.line}") for page in PAGES for c in commands(page) if c.skip
     ]
 
 
 @pytest.mark.parametrize("command", not_run())
-def test_commands_not_run_here(command: Command, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Listed in the summary: a command shown but not run here, and why; a ``cuda`` one runs
-    where CUDA is (``pytest -m cuda``), in order with the others of its page."""
-    if command.skip:
-        pytest.skip(f"{command}: {command.skip}")
-    reader = READERS.setdefault("cuda", Reader(tmp_path_factory.mktemp("cuda")))
-    done = reader.type(command)
-    assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stderr}"
+def test_commands_not_run_here(command: Command) -> None:
+    """Listed in the summary: a command shown but not run here, and why."""
+    pytest.skip(f"{command}: {command.skip}")
+
+
+def cuda_pages() -> list:
+    """Each page with ``cuda`` commands, as one test: they run in order (one may resume the
+    run of the one before), whatever worker the test lands on."""
+    return [
+        pytest.param(page, id=page.name)
+        for page in PAGES
+        if any(c.cuda and not c.skip for c in commands(page))
+    ]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("page", cuda_pages())
+def test_cuda_commands(page: Path, tmp_path: Path) -> None:
+    """A page's ``cuda`` commands, run where CUDA is (``pytest -m cuda``)."""
+    reader = Reader(tmp_path)
+    for command in commands(page):
+        if command.cuda and not command.skip:
+            done = reader.type(command)
+            assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stderr}"
 
 
 def test_every_block_says_its_language() -> None:

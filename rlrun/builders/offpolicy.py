@@ -35,16 +35,23 @@ class SoftUpdate(TorchRLSoftUpdate):
     lerps network by network), so that it fits in the fused update step: one kernel launch per
     step on CUDA, nothing for a captured graph to freeze but the tensors themselves."""
 
-    def step(self) -> None:
+    def pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """(targets, sources), in the same order, read once. The update step reads them before
+        compiling itself: read inside a compiled (or captured) function, the lookup came back
+        with ``None`` targets on CUDA (H100, 2026-11-27)."""
         pairs = self.__dict__.get("_pairs")
-        if pairs is None:  # (targets, sources), in the same order, read once
+        if pairs is None:
             sources, all_targets = target_updater_tensors(self)
             keys = list(sources.keys(True, True))
             named = [unravel_key(("", k))[1:] for k in keys]  # each key as a tuple
             targets = [all_targets.get(("target_" + k[0], *k[1:])) for k in named]
             pairs = self.__dict__["_pairs"] = (targets, [sources.get(k) for k in keys])
+        return pairs
+
+    def step(self) -> None:
+        targets, sources = self.pairs()
         with torch.no_grad():
-            torch._foreach_lerp_(pairs[0], pairs[1], 1 - self.eps)
+            torch._foreach_lerp_(targets, sources, 1 - self.eps)
 
 
 class AnnealExploration(TrainerHookBase):

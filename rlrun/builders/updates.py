@@ -141,6 +141,8 @@ class UpdateStep(OptimizationStepper):
     def function(self, phase: Any) -> Callable:
         """The step for ``phase``, compiled and captured on first use."""
         if phase not in self.functions:
+            if self.inner_target is not None:
+                self.inner_target.pairs()  # eagerly: the compiled step only lerps them
             update = self.update if self.sampler is None else self.fused_update
             if self.compile:
                 update = torch.compile(update)
