@@ -108,20 +108,26 @@ def test_mappo_and_ippo_teams_learn_navigation(workdir: Path) -> None:
 def test_qmix_and_vdn_teams_learn_a_cooperative_game(workdir: Path) -> None:
     """Value decomposition, one sweep: QMIX and VDN on a PettingZoo team game of the user's own
     (``examples/my_lab/team_targets.py``: 2 agents, each paid the share of agents that picked
-    the target it was shown), 2048 frames, epsilon from 0.8 to 0.01 over 1536. A random team
-    earns 2.5 an episode, a perfect one 10; a greedy evaluation of 20 episodes gave 10 for both,
-    seeds 0, 1, 2 (2026-11-27). (On VMAS navigation neither beats a random team within a test's
-    budget, as in BenchMARL's own VMAS results for Q-learning methods.)"""
+    the target it was shown), as one group and (``mixed=true``, ``env.group_map=by_type``) as
+    two groups of unlike agents, a mixer each; 2048 frames, epsilon from 0.8 to 0.01 over 1536.
+    A random team earns 2.5 an episode, a perfect one 10; a greedy evaluation of 20 episodes
+    gave 10 for both, seeds 0, 1, 2, either way (2026-11-27). (On VMAS navigation neither beats
+    a random team within a test's budget, as in BenchMARL's own VMAS results for Q-learning
+    methods.)"""
     pytest.importorskip("pettingzoo")
     sweep = workdir / "sweep"
-    run_rlrun("-m", "algo=qmix,vdn", "env=pettingzoo", "env.id=my_lab.team_targets",
-              "~env.kwargs.N", "~env.kwargs.continuous_actions", "+env.kwargs.n_agents=2",
-              "+env.kwargs.n_targets=4", "env.kwargs.max_cycles=10", "trainer.total_frames=2048",
+    run_rlrun("-m", "algo=qmix,vdn", "+env.kwargs.mixed=false,true", "env=pettingzoo",
+              "env.id=my_lab.team_targets", "~env.kwargs.N", "~env.kwargs.continuous_actions",
+              "+env.kwargs.n_agents=2", "+env.kwargs.n_targets=4", "env.kwargs.max_cycles=10",
+              "env.group_map=by_type", "trainer.total_frames=2048",
               "collector.frames_per_batch=512", "algo.eps_anneal_frames=1536",
               "eval.every_frames=2048", "eval.episodes=20", "seed=0", f"hydra.sweep.dir={sweep}",
               *QUIET, cwd=workdir, env={"PYTHONPATH": str(EXAMPLES)})  # fmt: skip
-    qmix, vdn = (summary(sweep / job)["eval_return_last"] for job in ("0", "1"))
-    assert qmix > 8 and vdn > 8, (qmix, vdn)  # random: 2.5
+    returns = [summary(sweep / str(job))["eval_return_last"] for job in range(4)]
+    assert all(r > 8 for r in returns), returns  # random: 2.5
+    for job, losses in (("0", ["loss"]), ("1", ["loss_picker", "loss_scout"])):
+        logged = sorted(f.stem for f in (sweep / job / "csv/scalars/train").glob("loss*.csv"))
+        assert logged == losses, (job, logged)  # one mixer, or one per group
 
 
 def test_mappo_learns_with_a_group_per_kind_of_agent(workdir: Path) -> None:

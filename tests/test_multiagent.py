@@ -179,9 +179,6 @@ def test_off_policy_teams_of_two_groups_train_and_resume(workdir: Path) -> None:
           "algo=ippo", "algo.minibatch_size=256"],
          "agents differ in what they observe or do (speaker_0, listener_0), so they cannot form "
          "one group: set env.group_map=by_type"),
-        (["env=vmas", "env.kwargs.continuous_actions=false", "algo=qmix", "env.group_map=by_type"],
-         "algo=qmix trains one group of agents, but env.group_map=by_type may make several: set "
-         "env.group_map=all_in_one, or use algo=<one of: iddpg, ippo, isac, maddpg, mappo, masac>"),
         (["+experiment=maddpg_navigation", "env=pettingzoo", "env.id=mpe2.simple_adversary_v3",
           "~env.kwargs.N"],
          "env.kwargs do not fit mpe2.simple_adversary_v3.parallel_env: raw_env.__init__() got an "
@@ -196,3 +193,22 @@ def test_a_team_mistake_is_one_line(args: list[str], message: str, workdir: Path
     proc = run_rlrun(*args, cwd=workdir, check=False)
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not (workdir / "outputs").exists()
+
+
+def test_a_team_algorithm_of_ones_own_without_groups_is_refused_them() -> None:
+    """Every shipped team algorithm trains several groups; a user's own that does not declare
+    ``groups`` is refused ``env.group_map=by_type`` in one line naming those that do."""
+    from dataclasses import replace
+
+    from omegaconf import OmegaConf
+
+    from rlrun.algorithms import shipped
+    from rlrun.checks.algorithms import check_groups
+    from rlrun.errors import ConfigError
+
+    env = {"group_map": "by_type", "backend": "vmas", "id": "navigation"}
+    cfg = OmegaConf.create({"env": env, "algo": {"name": "my_qmix"}})
+    fits = "iddpg, ippo, isac, maddpg, mappo, masac, qmix, vdn"
+    message = rf"^algo=my_qmix trains one group .* use algo=<one of: {fits}>\.$"
+    with pytest.raises(ConfigError, match=message):
+        check_groups(cfg, replace(shipped()["qmix"], groups=False))

@@ -29,12 +29,13 @@ def build(cfg: DictConfig, ctx: Context) -> Training:
 
     from rlrun.builders.multiagent import agents_and_width
     from rlrun.builders.team_training import mixed_value_training
-    from rlrun.builders.teams import AGENTS
 
-    n_agents, width = agents_and_width(ctx.observation_spec)  # the state: every agent's
-    mixer = QMixer((n_agents, width), cfg.mixing_embed_dim, n_agents, device=ctx.device)
-    reads = [(AGENTS, "chosen_action_value"), (AGENTS, "observation")]
-    return mixed_value_training(cfg, ctx, mixer, reads)
+    def mixer(group: str) -> tuple[QMixer, list]:  # the state: every agent's of the group
+        n_agents, width = agents_and_width(ctx.observation_spec, group)
+        net = QMixer((n_agents, width), cfg.mixing_embed_dim, n_agents, device=ctx.device)
+        return net, [(group, "chosen_action_value"), (group, "observation")]
+
+    return mixed_value_training(cfg, ctx, mixer)
 
 
 ALGORITHM = Algorithm(
@@ -44,4 +45,5 @@ ALGORITHM = Algorithm(
     schema=QMixConfig,
     actions=(DISCRETE,),
     multi_agent=True,
+    groups=True,
 )

@@ -21,11 +21,12 @@ def build(cfg: DictConfig, ctx: Context) -> Training:
 
     from rlrun.builders.multiagent import agents_and_width
     from rlrun.builders.team_training import mixed_value_training
-    from rlrun.builders.teams import AGENTS
 
-    n_agents, _ = agents_and_width(ctx.observation_spec)
-    mixer = VDNMixer(n_agents, device=ctx.device)
-    return mixed_value_training(cfg, ctx, mixer, [(AGENTS, "chosen_action_value")])
+    def mixer(group: str) -> tuple[VDNMixer, list]:
+        n_agents, _ = agents_and_width(ctx.observation_spec, group)
+        return VDNMixer(n_agents, device=ctx.device), [(group, "chosen_action_value")]
+
+    return mixed_value_training(cfg, ctx, mixer)
 
 
 ALGORITHM = Algorithm(
@@ -35,4 +36,5 @@ ALGORITHM = Algorithm(
     schema=MixedValueConfig,
     actions=(DISCRETE,),
     multi_agent=True,
+    groups=True,
 )

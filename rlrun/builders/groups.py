@@ -8,6 +8,7 @@ exploration noise."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,19 +21,21 @@ from torchrl.objectives.utils import TargetNetUpdater
 
 class GroupLosses(LossModule):
     """``losses``, one per group, as one loss module; ``set_keys`` and
-    ``make_value_estimator`` set each group's."""
+    ``make_value_estimator`` set each group's. Each loss's TD errors (DDPG's, SAC's: per agent)
+    go in its group, ``(group, "td_error")``; a team's (``team_errors``: QMIX's and VDN's,
+    ``[*batch, 1]``) at the root, ``td_error_<group>``."""
 
     @dataclass
     class _AcceptedKeys:
         """No keys of its own: each group's loss reads its group's."""
 
-    def __init__(self, losses: dict[str, LossModule]) -> None:
+    def __init__(self, losses: dict[str, LossModule], team_errors: bool = False) -> None:
         super().__init__()
         self.groups = nn.ModuleDict(losses)
-        for group, loss in losses.items():  # TD errors (DDPG's, SAC's): each in its group
+        for group, loss in losses.items():
             priority = getattr(loss.tensor_keys, "priority", None)
             if priority is not None:
-                loss.set_keys(priority=(group, priority))
+                loss.set_keys(priority=f"{priority}_{group}" if team_errors else (group, priority))
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         terms = {}
@@ -63,9 +66,19 @@ def per_group(loss: LossModule) -> dict[str | None, LossModule]:
     return dict(loss.groups) if isinstance(loss, GroupLosses) else {None: loss}
 
 
-def joined_losses(losses: dict[str | None, LossModule]) -> LossModule:
+def joined_losses(losses: dict[str | None, LossModule], team_errors: bool = False) -> LossModule:
     """One loss as it is (``{None: loss}``), several groups' as a :class:`GroupLosses`."""
-    return losses[None] if None in losses else GroupLosses(losses)
+    return losses[None] if None in losses else GroupLosses(losses, team_errors)
+
+
+def group_targets(
+    make: Callable[[LossModule], TargetNetUpdater], losses: dict[str | None, LossModule]
+) -> TargetNetUpdater | GroupTargets:
+    """``make``'s target-network updater for one loss (``{None: loss}``), or one per group,
+    stepped together, for several groups' losses."""
+    if None in losses:
+        return make(losses[None])
+    return GroupTargets({group: make(loss) for group, loss in losses.items()})
 
 
 class GroupTargets:

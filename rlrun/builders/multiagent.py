@@ -183,26 +183,31 @@ def make_team_qvalue_actor(
     share_params: bool = True,
     **_: object,
 ) -> ActorCritic:
-    """Each agent's action values from its own observation, and its greedy action
-    (``("agents", "action")``, the chosen action's value beside it: what a mixer sums up).
-    Returned as ``ActorCritic(actor=q, qvalue=q)``; exploration is the algorithm's."""
+    """For each group of the team, each agent's action values from its own observation, and
+    its greedy action (``(group, "action")``, the chosen action's value beside it: what a mixer
+    sums up). Returned as ``ActorCritic(actor=q, qvalue=q)``; exploration is the algorithm's.
+    Several groups: one ``ActorCritic`` each in ``groups``."""
     only_mlp(kind)
-    n_actions = discrete_actions(action_spec, f"{__name__}.make_team_qvalue_actor")
-    n_agents, obs_dim = agents_and_width(observation_spec)
-    net = team_mlp(
-        obs_dim, n_actions, n_agents, hidden_sizes, activation, centralized=False,
-        share_params=share_params,
-    )  # fmt: skip
-    values = TensorDictModule(net, [(AGENTS, "observation")], [(AGENTS, "action_value")])
-    team_actions = one_env_actions(action_spec, observation_spec)  # [n_agents]
-    greedy = QValueModule(
-        action_value_key=(AGENTS, "action_value"),
-        out_keys=[(AGENTS, "action"), (AGENTS, "action_value"), (AGENTS, "chosen_action_value")],
-        # per agent (the agents' Composite is [n_agents], as the env's unbatched action spec)
-        spec=Composite({AGENTS: Composite(action=team_actions, shape=team_actions.shape)}),
-    )
-    actor = SafeSequential(values, greedy).to(device)
-    return ActorCritic(actor=actor, qvalue=actor, action_key=(AGENTS, "action"))
+    parts = {}
+    for group in groups(observation_spec):
+        actions = group_actions(action_spec, group)
+        n_actions = discrete_actions(actions, f"{__name__}.make_team_qvalue_actor")
+        n_agents, obs_dim = agents_and_width(observation_spec, group)
+        net = team_mlp(
+            obs_dim, n_actions, n_agents, hidden_sizes, activation, centralized=False,
+            share_params=share_params,
+        )  # fmt: skip
+        values = TensorDictModule(net, [(group, "observation")], [(group, "action_value")])
+        team_actions = one_env_actions(actions, observation_spec)  # [n_agents]
+        greedy = QValueModule(
+            action_value_key=(group, "action_value"),
+            out_keys=[(group, key) for key in ("action", "action_value", "chosen_action_value")],
+            # per agent (the group's Composite is [n_agents], as the env's unbatched action spec)
+            spec=Composite({group: Composite(action=team_actions, shape=team_actions.shape)}),
+        )
+        actor = SafeSequential(values, greedy).to(device)
+        parts[group] = ActorCritic(actor=actor, qvalue=actor, action_key=(group, "action"))
+    return joined(parts)
 
 
 def make_team_actor_q(

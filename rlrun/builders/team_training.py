@@ -20,7 +20,7 @@ from torchrl.objectives import DDPGLoss, LossModule, SACLoss
 from torchrl.objectives.multiagent import MAPPOLoss, QMixerLoss
 from torchrl.objectives.value import MultiAgentGAE
 
-from rlrun.builders.groups import GroupExploration, GroupTargets, joined_losses
+from rlrun.builders.groups import GroupExploration, group_targets, joined_losses
 from rlrun.builders.offpolicy import (
     AnnealExploration,
     SoftUpdate,
@@ -36,17 +36,36 @@ from rlrun.builders.policies import ActorCritic
 from rlrun.builders.training import Context, Training
 
 
-def mixed_value_training(cfg: DictConfig, ctx: Context, mixer: nn.Module, reads: list) -> Training:
+def mixed_value_training(
+    cfg: DictConfig, ctx: Context, mixer: Callable[[str], tuple[nn.Module, list]]
+) -> Training:
     """Value decomposition (TorchRL's ``QMixerLoss``: QMIX, VDN): the agents' chosen action
-    values, mixed by ``mixer`` (reading ``reads``) into the team's, regress on the team's TD(0)
-    target (its reward: the agents' mean, ``rlrun/builders/teams.py``); each agent explores
-    epsilon-greedily; target networks, hard or soft, for both."""
+    values, mixed by ``mixer(group)`` (a network and the keys it reads) into the team's, regress
+    on the team's TD(0) target (its reward: the agents' mean, ``rlrun/builders/teams.py``);
+    each agent explores epsilon-greedily; target networks, hard or soft, for both. A team of
+    several groups: a mixer, loss, target networks and exploration per group, each group's
+    mixer valuing the team's reward from its own agents' values (value decomposition assumes a
+    cooperative team: the groups share its reward), the losses summed."""
     require_qvalue(ctx.ac, cfg.name)
-    mixing = TensorDictModule(mixer.to(ctx.device), reads, ["chosen_action_value"])
-    loss = QMixerLoss(ctx.ac.qvalue, mixing, loss_function=cfg.loss_function, delay_value=True)
-    exploration = epsilon_greedy(cfg, ctx.ac, ctx.device)
-    updater = hard_or_soft(cfg, loss)
-    return off_policy(cfg, loss, ctx.frames_per_batch, updater=updater, exploration=exploration)
+    losses = {}
+    for group, ac in group_networks(ctx.ac).items():
+        name = ac.action_key[0]
+        module, reads = mixer(name)
+        mixing = TensorDictModule(module.to(ctx.device), reads, ["chosen_action_value"])
+        loss = QMixerLoss(ac.qvalue, mixing, loss_function=cfg.loss_function, delay_value=True)
+        loss.set_keys(
+            local_value=(name, "chosen_action_value"),
+            action_value=(name, "action_value"),
+            action=ac.action_key,
+        )
+        losses[group] = loss
+    return off_policy(
+        cfg,
+        joined_losses(losses, team_errors=True),
+        ctx.frames_per_batch,
+        updater=group_targets(functools.partial(hard_or_soft, cfg), losses),
+        exploration=team_exploration(epsilon_greedy, cfg, ctx.ac, ctx.device),
+    )
 
 
 def clipped_team_training(cfg: DictConfig, ctx: Context) -> Training:
@@ -156,14 +175,6 @@ def team_exploration(
     return AnnealExploration(module, parts[0].attr, parts[0].log_as, shown=parts[0].module)
 
 
-def soft_targets(cfg: DictConfig, losses: dict[str | None, LossModule]) -> GroupTargets | None:
-    """Several groups' losses: a soft update with ``algo.tau`` each, stepped together; one
-    loss: None (``off_policy``'s own)."""
-    if None in losses:
-        return None
-    return GroupTargets({g: SoftUpdate(loss, tau=cfg.tau) for g, loss in losses.items()})
-
-
 def deterministic_team_training(cfg: DictConfig, ctx: Context) -> Training:
     """DDPG for a team (TorchRL's ``DDPGLoss`` over the agents' keys; MADDPG and IDDPG differ
     in their critic only): each agent's Q-value regresses on its own reward's TD(0) target,
@@ -185,7 +196,7 @@ def deterministic_team_training(cfg: DictConfig, ctx: Context) -> Training:
         cfg,
         joined_losses(losses),
         ctx.frames_per_batch,
-        updater=soft_targets(cfg, losses),
+        updater=group_targets(functools.partial(SoftUpdate, tau=cfg.tau), losses),
         exploration=exploration,
     )
 
@@ -212,6 +223,7 @@ def soft_team_training(cfg: DictConfig, ctx: Context) -> Training:
         )
         for group, ac in group_networks(ctx.ac).items()
     }
+    soft = functools.partial(SoftUpdate, tau=cfg.tau)
     return off_policy(
-        cfg, joined_losses(losses), ctx.frames_per_batch, updater=soft_targets(cfg, losses)
+        cfg, joined_losses(losses), ctx.frames_per_batch, updater=group_targets(soft, losses)
     )
