@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -278,7 +279,9 @@ def _preset_mismatch(text: str) -> str:
     schema = text.split("not in '", 1)[1].split("'", 1)[0]
     group = key.split(".", 1)[0]
     schemas = {n: a.schema.__name__ for n, a in shipped().items() if a.schema is not None}
-    chosen = next((n for n, s in schemas.items() if s == schema), None)
+    fits = [n for n, s in schemas.items() if s == schema]  # MADDPG and IDDPG share theirs
+    typed = [n for n in fits if f"{group}={n}" in sys.argv[1:]]
+    chosen = (typed or fits or [None])[0]
     if chosen is None:
         return f"+experiment={preset} sets {key}, which your {group} config does not have."
     presets = sorted(
