@@ -1,9 +1,9 @@
 """Multi-agent benchmark: rlrun's MAPPO and IPPO beside BenchMARL's, same hyperparameters, same
 machine, one run.
 
-For each algorithm and seed, ``rlrun +experiment=<algo>_navigation`` (BenchMARL 1.5.2's
+For each algorithm and seed, ``rlrun +experiment=mappo_<task> algo=<algo>`` (BenchMARL 1.5.2's
 hyperparameters: 6000 frames a batch from 10 VMAS envs, 45 passes of 400-frame minibatches, lr
-5e-5, 256x256 tanh networks) and then BenchMARL itself, in its own virtualenv
+5e-5, 256x256 tanh networks; its task settings) and then BenchMARL itself, in its own virtualenv
 (``bench/baselines/benchmarl_vmas.py``, installed as ``benchmarl_requirements.txt`` says) with
 the same values, both on one thread, taking turns so that both see the same load. A frame is
 one step of one VMAS env, all agents together, in both.
@@ -11,9 +11,10 @@ one step of one VMAS env, all agents together, in both.
 Per implementation: the team's mean training return (mean over agents of their episode
 returns, over the episodes that ended in a batch) against frames, the mean over seeds with a
 95% bootstrap interval, and frames/s of training (collection and updates, start-up excluded).
-Writes ``bench/results/multiagent.json`` and ``.md``. Usage:
-    python bench/bench_multiagent.py [--algorithms mappo ippo] [--seeds 0 1 2] [--frames 120000]
-        [--benchmarl-python /work/benchmarl-venv/bin/python]
+Writes ``bench/results/multiagent.json`` and ``.md`` (``multiagent_<task>`` for a task other
+than navigation). Usage:
+    python bench/bench_multiagent.py [--task navigation|balance] [--algorithms mappo ippo]
+        [--seeds 0 1 2] [--frames 120000] [--benchmarl-python /work/benchmarl-venv/bin/python]
 """
 
 from __future__ import annotations
@@ -32,17 +33,17 @@ from common import BIN, series, write, write_markdown
 
 HERE = Path(__file__).resolve().parent
 BENCHMARL = HERE / "baselines" / "benchmarl_vmas.py"
-# mappo_navigation's values (rlrun/conf/experiment/mappo_navigation.yaml), as BenchMARL's flags
+# the VMAS presets' values (rlrun/conf/experiment/_vmas_benchmarl.yaml), as BenchMARL's flags
 SAME = ["--frames-per-batch", "6000", "--n-envs", "10", "--epochs", "45",
         "--minibatch-size", "400", "--lr", "5e-5", "--hidden", "256,256"]  # fmt: skip
 BATCH = 6000
 
 
-def run_rlrun(algo: str, seed: int, frames: int, root: Path) -> dict:
-    """One seed of ``+experiment=<algo>_navigation``: its curve and frames/s."""
+def run_rlrun(task: str, algo: str, seed: int, frames: int, root: Path) -> dict:
+    """One seed of ``+experiment=mappo_<task> algo=<algo>``: its curve and frames/s."""
     run_dir = root / f"rlrun_{algo}_{seed}"
     subprocess.run(
-        [str(BIN / "rlrun"), f"+experiment={algo}_navigation", f"seed={seed}",
+        [str(BIN / "rlrun"), f"+experiment=mappo_{task}", f"algo={algo}", f"seed={seed}",
          f"trainer.total_frames={frames}", "trainer.num_threads=1", "trainer.progress_bar=false",
          "logger=csv", "checkpoint.backend=none", f"hydra.run.dir={run_dir}"],
         check=True, capture_output=True, env={**os.environ, "RL_WARNINGS": "0"},
@@ -53,11 +54,11 @@ def run_rlrun(algo: str, seed: int, frames: int, root: Path) -> dict:
             "fps": summary["fps"], "wall_time_s": summary["wall_time_s"]}  # fmt: skip
 
 
-def run_benchmarl(python: str, algo: str, seed: int, frames: int, root: Path) -> dict:
-    """One seed of BenchMARL's ``algo`` on navigation with :data:`SAME`, in its own venv."""
+def run_benchmarl(python: str, task: str, algo: str, seed: int, frames: int, root: Path) -> dict:
+    """One seed of BenchMARL's ``algo`` on ``task`` with :data:`SAME`, in its own venv."""
     out = root / f"benchmarl_{algo}_{seed}.json"
     subprocess.run(
-        [python, str(BENCHMARL), "--algorithm", algo, "--task", "navigation", "--seed", str(seed),
+        [python, str(BENCHMARL), "--algorithm", algo, "--task", task, "--seed", str(seed),
          "--frames", str(frames), *SAME, "--threads", "1", "--out", str(out)],
         check=True, capture_output=True,
     )  # fmt: skip
@@ -88,12 +89,12 @@ def summarise(runs: list[dict], points: list[int]) -> dict:
     return out
 
 
-def table(results: dict, points: list[int]) -> str:
+def table(task: str, results: dict, points: list[int]) -> str:
     head = " | ".join(f"return at {p // 1000}k frames" for p in points)
     lines = [
-        "### Multi-agent: VMAS navigation, rlrun beside BenchMARL\n",
+        f"### Multi-agent: VMAS {task}, rlrun beside BenchMARL\n",
         "Team return (mean over agents), mean of the seeds with a 95% bootstrap interval; "
-        "frames/s of training on one thread. Same hyperparameters (mappo_navigation's, "
+        f"frames/s of training on one thread. Same hyperparameters (mappo_{task}'s, "
         "BenchMARL 1.5.2's defaults), same machine, runs alternating.\n",
         f"| algorithm | implementation | {head} | frames/s |",
         "|---|---|" + "---|" * len(points) + "---|",
@@ -114,6 +115,8 @@ def table(results: dict, points: list[int]) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--task", choices=["navigation", "balance"], default="navigation")
+    p.add_argument("--out", help="results name in bench/results (default: multiagent[_<task>])")
     p.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--frames", type=int, default=120_000)
@@ -130,20 +133,23 @@ def main() -> int:
         for algo in args.algorithms:
             for seed in args.seeds:
                 raw.setdefault(algo, {}).setdefault("rlrun", []).append(
-                    run_rlrun(algo, seed, frames, Path(tmp))
+                    run_rlrun(args.task, algo, seed, frames, Path(tmp))
                 )
                 if have_benchmarl:
                     raw[algo].setdefault("BenchMARL", []).append(
-                        run_benchmarl(args.benchmarl_python, algo, seed, frames, Path(tmp))
+                        run_benchmarl(
+                            args.benchmarl_python, args.task, algo, seed, frames, Path(tmp)
+                        )
                     )
                 print(f"{algo} seed {seed} done", flush=True)
     points = [frames // 4 // BATCH * BATCH, frames // 2 // BATCH * BATCH, frames]
     results = {a: {i: summarise(r, points) for i, r in by.items()} for a, by in raw.items()}
     command = "python bench/bench_multiagent.py " + " ".join(sys.argv[1:])
-    write("multiagent", {"command": command.strip(), "frames": frames, "seeds": args.seeds,
-                         "results": results, "runs": raw})  # fmt: skip
-    write_markdown("multiagent", table(results, points) + f"\n`{command.strip()}`\n")
-    print(table(results, points))
+    name = args.out or ("multiagent" if args.task == "navigation" else f"multiagent_{args.task}")
+    write(name, {"command": command.strip(), "task": args.task, "frames": frames,
+                 "seeds": args.seeds, "results": results, "runs": raw})  # fmt: skip
+    write_markdown(name, table(args.task, results, points) + f"\n`{command.strip()}`\n")
+    print(table(args.task, results, points))
     return 0
 
 
