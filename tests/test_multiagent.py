@@ -167,6 +167,9 @@ def test_off_policy_teams_of_two_groups_train_and_resume(workdir: Path) -> None:
         (["env=vmas", "algo=ppo"], "algo=ppo trains one agent, but env.backend=vmas"),
         (["env=pettingzoo", "env.id=mpe2.simple_sprad_v3", "algo=mappo"],
          "env.id=mpe2.simple_sprad_v3 is not an importable module"),
+        (["env=pettingzoo", "env.id=pettingzoo.classic.tictactoe_v3", "algo=mappo"],
+         "env.id=pettingzoo.classic.tictactoe_v3 is a turn-based (AEC) PettingZoo env; rlrun "
+         "trains parallel envs only"),
         (["algo=mappo"], "algo=mappo trains a team of agents, but env.id=CartPole-v1 has one"),
         (["+experiment=maddpg_navigation", "algo=sac"], "algo=sac trains one agent"),
         (["+experiment=mappo_navigation", "algo=maddpg"],

@@ -89,9 +89,17 @@ def _team_spaces(module: str, kwargs_json: str) -> tuple[str, list[str]]:
     after a one-line refusal if ``module`` cannot make one."""
     import importlib
 
+    found = None
     try:
-        env = importlib.import_module(module).parallel_env(**json.loads(kwargs_json))
+        found = importlib.import_module(module)
+        env = found.parallel_env(**json.loads(kwargs_json))
     except (ImportError, AttributeError) as err:
+        if hasattr(found, "env") and not hasattr(found, "parallel_env"):  # PettingZoo's classic
+            raise ConfigError(
+                f"env.id={module} is a turn-based (AEC) PettingZoo env; rlrun trains parallel "
+                "envs only, where every agent acts at each step (e.g. env.id=mpe2.simple_spread_v3)"
+                ". Turn-based games are not built yet."
+            ) from None
         raise ConfigError(
             f"env.id={module} is not an importable PettingZoo env module with a parallel_env "
             f"(e.g. env.id=mpe2.simple_spread_v3): {type(err).__name__}: {err}"
