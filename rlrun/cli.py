@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrun import __version__
 from rlrun.algorithms import shipped
-from rlrun.builders.imports import TORCHRL_PROBES, unprobed
+from rlrun.builders.imports import unprobed, unused_probes
 from rlrun.builders.ray_runtime import uses_ray
 from rlrun.commandline import check_command_line, describe_config_error, register_configs
 from rlrun.compat.hydra import known_mode
@@ -108,8 +108,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     # importing torchrl loads mujoco's EGL renderer, whose PyOpenGL logs "No OpenGL_accelerate
     # module loaded" at INFO; in a launcher's worker that comes after Hydra set up the job's logging
     logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
+    # a sweep's later jobs may run in this process, and any of them may use Ray
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
-    with unprobed(unused_packages(cfg, sweep)):  # TorchRL's import-time probes, for this run
+    with unprobed(unused_probes(ray=sweep or uses_ray(cfg))):  # TorchRL's import-time probes
         from rlrun.run import run_job
 
     try:
@@ -123,14 +124,6 @@ def _hydra_main(cfg: DictConfig) -> float | None:
             raise
         print(f"rlrun: error: {err}", file=sys.stderr)
         sys.exit(2 if isinstance(err, ConfigError) else 1)
-
-
-def unused_packages(cfg: DictConfig, sweep: bool) -> list[str]:
-    """The optional packages TorchRL probes as it is imported that rlrun imports itself where
-    the run uses them (``TORCHRL_PROBES``), all but Ray when the run has Ray workers or
-    learners, or is a job of a sweep (TorchRL's Ray collector and learners need its probe to
-    have found Ray, and a sweep's later jobs may run in this process)."""
-    return [p for p in TORCHRL_PROBES if p != "ray" or not (sweep or uses_ray(cfg))]
 
 
 def with_override(args: list[str], override: str) -> list[str]:

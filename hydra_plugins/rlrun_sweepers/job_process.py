@@ -45,7 +45,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 from hydra_plugins.rlrun_sweepers.failures import ended_without_result, killed_by, record_failure
-from rlrun.builders.imports import TORCHRL_PROBES, unprobed
+from rlrun.builders.imports import unprobed, unused_probes
 
 log = logging.getLogger(__name__)
 PRELOADED = "rlrun.run"  # the task's heavy imports, made in the parent and shared by its forks
@@ -70,7 +70,7 @@ class OwnProcess:
     def __call__(self, cfg: DictConfig) -> Any:
         # without TorchRL's probes of MuJoCo and torchsnapshot, which rlrun imports itself where
         # a job uses them; Ray's is kept, as any job of the sweep may use Ray
-        with unprobed([p for p in TORCHRL_PROBES if p != "ray"]):
+        with unprobed(unused_probes(ray=True)):
             importlib.import_module(PRELOADED)
         with tempfile.TemporaryFile() as outcome:
             code, stops = run_forked(lambda: _run(self.task, cfg, outcome))

@@ -63,6 +63,13 @@ def resolve(path: str, key: str) -> Any:
 TORCHRL_PROBES = ("ray", "mujoco", "torchsnapshot")
 
 
+def unused_probes(ray: bool) -> list[str]:
+    """The packages of ``TORCHRL_PROBES`` a process of rlrun's own imports TorchRL without: all
+    but Ray where the process may use Ray (its workers or learners, or a sweep's jobs), whose
+    TorchRL modules need the probe to have found it."""
+    return [p for p in TORCHRL_PROBES if p != "ray" or not ray]
+
+
 class _Unfound(importlib.abc.MetaPathFinder):
     """``import <package>`` fails, as if it were not installed, for the packages in ``names``."""
 
