@@ -81,9 +81,10 @@ def _kill_a_learner(proc: subprocess.Popen) -> tuple[int, str]:
 
 def test_sac_on_two_learners_survives_a_killed_learner_and_sigterm(workdir: Path) -> None:
     """A learner that dies takes the DDP group with it: the run stops within seconds with one
-    line naming it and resumes from the checkpoint saved before, with new learners. That run,
-    stopped by SIGTERM with a checkpoint, resumes again with the learners' state: frames and
-    optimisation steps go on. (One run per stop: each starts a Ray and two learners.)"""
+    line naming it and resumes from the checkpoint saved before, with new learners and the
+    learners' state: frames and optimisation steps go on. That run stops on SIGTERM with a
+    checkpoint of its own. (One run per stop: each starts a Ray and two learners; resuming from
+    a SIGTERM's checkpoint is tests/test_checkpoints.py's.)"""
     args = [*LEARNERS, "trainer.total_frames=20000", "checkpoint.every_frames=200"]
     proc = _train_until(workdir, 400, *args, "checkpoint.keep=100")  # the first one kept too
     learner, stderr = _kill_a_learner(proc)
@@ -117,21 +118,12 @@ def test_sac_on_two_learners_survives_a_killed_learner_and_sigterm(workdir: Path
     assert (run / "checkpoints" / f"checkpoint-{frames:012d}").is_dir()
     steps = series(run, "optim_steps")
     assert steps[-1] == (frames, frames / 200 * 50)  # 50 steps a batch, across the kill too
-
-    more = frames + 400
-    done, left = run_in_session(f"resume={run}", f"trainer.total_frames={more}", cwd=workdir)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert left == []
-    assert summary(run)["status"] == "completed"
-    assert summary(run)["frames"] == more
-    # frames and optimisation steps go on from the checkpoint: the learners' state came back
-    after = [row for row in series(run, "optim_steps") if row[0] > frames]
-    assert after == [(frames + 200, steps[-1][1] + 50), (more, steps[-1][1] + 100)]
     assert all(math.isfinite(v) for _, v in series(run, "loss_qvalue"))  # logged on the driver
+
     # the driver's actor, which the sync collector runs, moved with the learners' weights
     first, last = (
         TensorDict.from_module(load_trained(run, checkpoint=f"step_{n}").ac.actor)
-        for n in (200, more)
+        for n in (200, frames)
     )
     assert (first != last).any()
 
