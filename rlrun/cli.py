@@ -6,11 +6,13 @@ module is safe to import from spawned worker processes (the entry point is guard
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import os
 import shlex
 import sys
+import threading
 import warnings
 from importlib.resources import files
 
@@ -154,7 +156,41 @@ def version_text() -> str:
 
 def main() -> None:
     """Entry point of the console script (and ``python -m rlrun``): a subcommand
-    (``report``, ``eval``, ``export``), ``rlrun --help`` or a Hydra run."""
+    (``report``, ``eval``, ``export``), ``rlrun --help`` or a Hydra run; the process then ends
+    without the interpreter's teardown (:func:`end_process`)."""
+    try:
+        command_line()
+    except SystemExit as done:
+        end_process(done.code)
+    end_process(0)
+
+
+def end_process(code: int | str | None) -> None:
+    """Exit as the interpreter would, less its final teardown. With the command's files written
+    and closed (loggers, summary, checkpoints), what CPython still does after the exit handlers
+    is free the memory of torch, tensordict and TorchRL: 1.0 s of a 1024-frame
+    ``rlrun +experiment=ppo``'s 4.6 s, and 0.9 s of ``python -c 'import torchrl.envs'``
+    (measured 2026-11-27, 2 cores). The operating system frees it at once. Threads that are not
+    daemons are told to stop and waited for (a replay buffer's prefetch executor) and the exit
+    handlers run (``logging.shutdown``, W&B, Ray, joblib's workers), as CPython's own exit does
+    them, in its order; ``code`` is read as ``sys.exit`` reads it."""
+    threading._shutdown()  # CPython's first exit step: executors stopped, threads joined
+    atexit._run_exitfuncs()  # its second: the exit handlers, last registered first
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing more can be said
+            pass
+    os._exit(code)
+
+
+def command_line() -> None:
+    """What ``rlrun ARGS`` does, ending in ``sys.exit`` where the exit code is not 0."""
     args = sys.argv[1:]
     os.environ[COMMAND_ENV] = shlex.join(["rlrun", *args])  # as typed, for its jobs' records too
     if args and args[0] in SUBCOMMANDS:  # a module each, imported only when used
