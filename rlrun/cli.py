@@ -6,13 +6,11 @@ module is safe to import from spawned worker processes (the entry point is guard
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import logging
 import os
 import shlex
 import sys
-import threading
 import warnings
 from importlib.resources import files
 
@@ -26,6 +24,7 @@ from rlrun.algorithms import shipped
 from rlrun.builders.imports import unprobed, unused_probes
 from rlrun.builders.ray_runtime import uses_ray
 from rlrun.commandline import check_command_line, describe_config_error, register_configs
+from rlrun.compat.cpython import run_exit_steps
 from rlrun.compat.hydra import known_mode
 from rlrun.errors import ConfigError, RunError
 from rlrun.folders.folder_lock import hold
@@ -174,8 +173,7 @@ def end_process(code: int | str | None) -> None:
     daemons are told to stop and waited for (a replay buffer's prefetch executor) and the exit
     handlers run (``logging.shutdown``, W&B, Ray, joblib's workers), as CPython's own exit does
     them, in its order; ``code`` is read as ``sys.exit`` reads it."""
-    threading._shutdown()  # CPython's first exit step: executors stopped, threads joined
-    atexit._run_exitfuncs()  # its second: the exit handlers, last registered first
+    run_exit_steps()
     if code is None:
         code = 0
     elif not isinstance(code, int):

@@ -539,7 +539,25 @@ class Entry:
 
 
 T, TD, H = "rlrun.compat.torchrl", "rlrun.compat.tensordict", "rlrun.compat.hydra"
+PY = "rlrun.compat.cpython"
+CPYTHON = "CPython 3.11"
+
+
+def check_exit_steps() -> str | None:
+    import atexit
+    import threading
+
+    return first(missing(threading, "_shutdown"), missing(atexit, "_run_exitfuncs"))
+
+
 ENTRIES = [
+    Entry(
+        PY,
+        ("run_exit_steps",),
+        "threading._shutdown, atexit._run_exitfuncs",
+        CPYTHON,
+        check_exit_steps,
+    ),
     Entry(
         T, ("CapturablePPOLoss",), "ClipPPOLoss._get_entropy", TORCHRL, check_capturable_ppo_loss
     ),
@@ -722,7 +740,7 @@ def compat_entries(module_name: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("module_name", [T, TD, H])
+@pytest.mark.parametrize("module_name", [T, TD, H, PY])
 def test_every_entry_is_checked_and_documented(module_name: str) -> None:
     """Each public function or class of a compat module is covered by a check above, and its
     docstring names the private member it relies on and the version it was checked against."""
