@@ -12,7 +12,8 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import csv_series, run_dirs, run_rlrun, summary
+import torch
+from conftest import built, csv_series, run_dirs, run_rlrun, summary
 from test_loggers import tensorboard_series
 
 pytest.importorskip("vmas")
@@ -86,6 +87,15 @@ def test_mappo_trains_a_team_of_two_groups(workdir: Path) -> None:
     assert [(o["name"], o["shape"]) for o in specs["outputs"]] == [
         ("listener_action", ["batch", 1, 5]), ("speaker_action", ["batch", 1, 3])
     ]  # fmt: skip
+    # each group's observation and action described: the listener hears and moves (5
+    # continuous components), the speaker sees the goal's colour and speaks (3)
+    described = {g: (b["observation"]["shape"], b["action"]) for g, b in specs["groups"].items()}
+    box = {"encoding": "continuous", "low": 0.0, "high": 1.0}
+    assert described == {
+        "listener": ([1, 11], {"shape": [1, 5], **box}),
+        "speaker": ([1, 3], {"shape": [1, 3], **box}),
+    }
+    assert specs["observation"] is None and specs["action"] is None
 
 
 GROUPS = ("listener", "speaker")  # MPE simple_speaker_listener's agent types, in TorchRL's order
@@ -157,6 +167,27 @@ def test_off_policy_teams_of_two_groups_train_and_resume(workdir: Path) -> None:
     run_rlrun(f"resume={sweep / '0'}", "trainer.total_frames=300", cwd=workdir)
     assert summary(sweep / "0")["frames"] == 300
     assert len(csv_series(sweep / "0", "train/loss_value_agent")) == 3
+
+
+def test_a_prioritized_replay_of_two_groups_reads_the_largest_td_error(tmp_path: Path) -> None:
+    """One prioritized replay buffer for a team of two groups: each transition's priority is the
+    largest TD error of all agents of both groups (TorchRL's sampler takes the largest over one
+    group's agents), written where the buffer reads it; after training, sampling favours some
+    transitions (their importance weights differ; with no priorities back they were all 1)."""
+    overrides = [
+        "algo=maddpg", "env=pettingzoo", "env.id=mpe2.simple_adversary_v3", "~env.kwargs.N",
+        "env.group_map=by_type", "env.num_envs=4", "collector.frames_per_batch=100",
+        "collector.init_random_frames=100", "replay_buffer.size=1000",
+        "replay_buffer.batch_size=64", "replay_buffer.sampler=prioritized",
+        "trainer.total_frames=300", "policy.hidden_sizes=[32,32]", "eval.every_frames=0",
+    ]  # fmt: skip
+    with built(tmp_path, *overrides) as (_, trainer):
+        trainer.train()
+        batch = trainer.replay_buffer.sample()
+        assert batch["priority_weight"].unique().numel() > 1
+        trainer.loss_module(batch)
+    largest = [batch[group, "td_error"].flatten(1).amax(1) for group in ("adversary", "agent")]
+    torch.testing.assert_close(batch["td_error"], torch.stack(largest).amax(0))
 
 
 @pytest.mark.parametrize(

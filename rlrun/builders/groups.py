@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictSequential
 from torch import nn
@@ -23,11 +24,15 @@ class GroupLosses(LossModule):
     """``losses``, one per group, as one loss module; ``set_keys`` and
     ``make_value_estimator`` set each group's. Each loss's TD errors (DDPG's, SAC's: per agent)
     go in its group, ``(group, "td_error")``; a team's (``team_errors``: QMIX's and VDN's,
-    ``[*batch, 1]``) at the root, ``td_error_<group>``."""
+    ``[*batch, 1]``) at the root, ``td_error_<group>``. The team's priority, what a prioritized
+    replay buffer reads (``td_error``), is the largest of them for each transition: the
+    reduction TorchRL's prioritized sampler applies to the agents of one group."""
 
     @dataclass
     class _AcceptedKeys:
-        """No keys of its own: each group's loss reads its group's."""
+        """The team's priority; everything else each group's loss reads in its group."""
+
+        priority: str = "td_error"
 
     def __init__(self, losses: dict[str, LossModule], team_errors: bool = False) -> None:
         super().__init__()
@@ -38,10 +43,16 @@ class GroupLosses(LossModule):
                 loss.set_keys(priority=f"{priority}_{group}" if team_errors else (group, priority))
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        terms = {}
+        terms, errors = {}, []
         for group, loss in self.groups.items():
             for key, value in loss(tensordict).items():
                 terms[f"{key}_{group}"] = value
+            written = getattr(loss.tensor_keys, "priority", None)
+            if written is not None and written in tensordict.keys(include_nested=True):
+                error = tensordict.get(written).reshape(*tensordict.batch_size, -1)
+                errors.append(error.amax(-1))
+        if errors:
+            tensordict.set(self.tensor_keys.priority, torch.stack(errors).amax(0))
         return TensorDict(terms, [])
 
     @functools.cached_property  # one module: the Trainer's checkpoint keeps it by identity

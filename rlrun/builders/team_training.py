@@ -122,7 +122,8 @@ class AgentSignals:
     n_agents, 1]``) before each forward, as TorchRL's multi-agent recipes and BenchMARL do to each
     collected batch, and a prioritized replay's importance weights (``[*batch]``) over the
     agents' loss terms. Done here, every replay sample passes through it, however it was drawn
-    (the fused update step's, a prioritized buffer's, a dataset's)."""
+    (the fused update step's, a prioritized buffer's, a dataset's). The weights are spread for
+    the length of this loss only: the next group's loss spreads them over its own agents."""
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         after = tensordict.get("next")
@@ -130,12 +131,15 @@ class AgentSignals:
         shape = after.get(reward).shape
         for key in ("done", "terminated"):
             after.set((*reward[:-1], key), after.get(key).unsqueeze(-2).expand(shape))
-        weight = tensordict.get(self.tensor_keys.priority_weight, None)
-        if weight is not None and weight.shape == tensordict.shape:
-            tensordict.set(
-                self.tensor_keys.priority_weight, weight.unsqueeze(-1).expand(shape[:-1])
-            )
-        return super().forward(tensordict)
+        key = self.tensor_keys.priority_weight
+        weight = tensordict.get(key, None)
+        if weight is None or weight.shape != tensordict.shape:
+            return super().forward(tensordict)
+        tensordict.set(key, weight.unsqueeze(-1).expand(shape[:-1]))
+        try:
+            return super().forward(tensordict)
+        finally:
+            tensordict.set(key, weight)
 
 
 @functools.cache

@@ -172,23 +172,16 @@ def _tensor_entry(name: str, tensor: torch.Tensor, batch: int | None) -> dict:
     }
 
 
-def sidecar(
-    trained: Trained, policy: TensorPolicy, samples: tuple, fmt: str, name: str, batch: int | None
-) -> dict:
-    """What a program needs to feed the file and read its output, beyond the file itself."""
-    import torchrl
+def described(
+    trained: Trained, policy: TensorPolicy, specs: tuple, samples: tuple, index: int
+) -> tuple[dict, dict]:
+    """The observation and the action of one group (``index``, in the policy's order): the raw
+    observation's spec and built-in transforms, the action's shape and encoding."""
     from torchrl.data import OneHot
 
-    import rlrun
-
-    env = trained.make_env()
-    try:
-        raw = env.base_env.observation_spec[policy.in_keys[0]]
-        action = env.full_action_spec[policy.out_keys[0]]
-    finally:
-        env.close()
+    raw, action = specs
     inputs, outputs = samples
-    one = raw[(0,) * (raw.ndim - len(inputs[0].shape[1:]))]
+    one = raw[(0,) * (raw.ndim - len(inputs[index].shape[1:]))]
     if isinstance(action, OneHot):
         encoding = {"encoding": "one_hot", "n": int(action.shape[-1])}
     elif action.domain == "discrete":
@@ -198,6 +191,47 @@ def sidecar(
             "encoding": "continuous",
             "low": _bounds(action.space.low[(0,) * (action.ndim - 1)]),
             "high": _bounds(action.space.high[(0,) * (action.ndim - 1)]),
+        }
+    observation = {
+        "env_id": trained.cfg.env.id,
+        "shape": list(one.shape),
+        "dtype": str(one.dtype).removeprefix("torch."),
+        "low": _bounds(one.space.low) if hasattr(one.space, "low") else None,
+        "high": _bounds(one.space.high) if hasattr(one.space, "high") else None,
+        "built_in_transforms": [
+            {"class": type(t).__name__, **{k: v.tolist() for k, v in t.state_dict().items()}}
+            for t in policy.pipeline
+        ],
+    }
+    return observation, {"shape": list(outputs[index].shape[1:]), **encoding}
+
+
+def sidecar(
+    trained: Trained, policy: TensorPolicy, samples: tuple, fmt: str, name: str, batch: int | None
+) -> dict:
+    """What a program needs to feed the file and read its output, beyond the file itself. A
+    team of several groups: ``observation`` and ``action`` per group, under ``groups``."""
+    import torchrl
+
+    import rlrun
+
+    env = trained.make_env()
+    try:
+        specs = [
+            (env.base_env.observation_spec[policy.in_keys[i]], env.full_action_spec[action])
+            for i, action in enumerate(policy.out_keys[: policy.groups])
+        ]
+    finally:
+        env.close()
+    blocks = [described(trained, policy, spec, samples, i) for i, spec in enumerate(specs)]
+    inputs, outputs = samples
+    if policy.groups == 1:
+        (observation, action), groups = blocks[0], None
+    else:
+        observation = action = None
+        groups = {
+            key[0]: {"observation": seen, "action": done}
+            for key, (seen, done) in zip(policy.out_keys[: policy.groups], blocks, strict=True)
         }
     state = [n for n in policy.input_names[1:] if n not in ("is_init", MASK_KEY)]
     return {
@@ -210,18 +244,9 @@ def sidecar(
             _tensor_entry(n, t, batch) for n, t in zip(policy.output_names, outputs, strict=True)
         ],
         "batch": batch or "any",
-        "observation": {
-            "env_id": trained.cfg.env.id,
-            "shape": list(one.shape),
-            "dtype": str(one.dtype).removeprefix("torch."),
-            "low": _bounds(one.space.low) if hasattr(one.space, "low") else None,
-            "high": _bounds(one.space.high) if hasattr(one.space, "high") else None,
-            "built_in_transforms": [
-                {"class": type(t).__name__, **{k: v.tolist() for k, v in t.state_dict().items()}}
-                for t in policy.pipeline
-            ],
-        },
-        "action": {"shape": list(outputs[0].shape[1:]), **encoding},
+        "observation": observation,
+        "action": action,
+        "groups": groups,
         "action_mask": "the env's action_mask: true where an action is legal; the action is "
         "the most likely legal one"
         if MASK_KEY in policy.input_names

@@ -326,6 +326,7 @@ class TensorPolicy(nn.Module):
         self.input_names = [key_name(k) for k in self.in_keys]
         self.output_names = [key_name(k) for k in self.out_keys]
         self.recurrent = bool(state)
+        self.groups = len(actions)  # the first inputs and outputs: each group's, in order
 
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         if len(tensors) != len(self.in_keys):
