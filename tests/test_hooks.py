@@ -26,12 +26,32 @@ class Counter:
         self.count = state["count"]
 '''
 
+LEAVES_WORK = '''
+import atexit
+import threading
+import time
+from pathlib import Path
+
+
+class LeavesWorkForTheEnd:
+    """Leaves work for the process's end: a thread that is not a daemon, still writing when
+    training ends, and an exit handler."""
+
+    def __init__(self, folder: str) -> None:
+        folder = Path(folder)
+        threading.Thread(target=lambda: (time.sleep(3), (folder / "thread").touch())).start()
+        atexit.register((folder / "atexit").touch)
+
+    def __call__(self) -> None:
+        pass
+'''
+
 
 def user_package(root: Path) -> dict[str, str]:
     """``my_lab.hooks.Counter`` in a folder outside rlrun, importable by the subprocess."""
     (root / "my_lab").mkdir()
     (root / "my_lab" / "__init__.py").write_text("")
-    (root / "my_lab" / "hooks.py").write_text(COUNTER)
+    (root / "my_lab" / "hooks.py").write_text(COUNTER + LEAVES_WORK)
     return {"PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
 
 
@@ -39,7 +59,12 @@ def test_builtin_and_user_hooks_run_and_their_state_survives_resume(workdir: Pat
     env = user_package(workdir)
     user_hook = ["+hooks.my_hook._target_=my_lab.hooks.Counter", "+hooks.my_hook.at=post_optim_log"]
     hooks = "hooks=[reward_normalizer,clear_cuda_cache,count_frames_log]"
-    run_rlrun("+experiment=ppo", *TINY, hooks, *user_hook, cwd=workdir, env=env)
+    # the process waits for what the user's code left running and runs its exit handlers, as
+    # any Python process does, before it ends (rlrun skips only the interpreter's teardown)
+    leaves = ["+hooks.leaves._target_=my_lab.hooks.LeavesWorkForTheEnd",
+              "+hooks.leaves.at=post_steps", f"+hooks.leaves.folder={workdir}"]  # fmt: skip
+    run_rlrun("+experiment=ppo", *TINY, hooks, *user_hook, *leaves, cwd=workdir, env=env)
+    assert (workdir / "thread").is_file() and (workdir / "atexit").is_file()
     (run_dir,) = run_dirs(workdir)
     (checkpoint,) = (run_dir / "checkpoints").glob("checkpoint-*")
     components = {p.name.split("-", 1)[1] for p in (checkpoint / "components").iterdir()}
