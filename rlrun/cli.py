@@ -13,6 +13,7 @@ import shlex
 import sys
 import warnings
 from importlib.resources import files
+from typing import NoReturn
 
 import hydra
 from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
@@ -164,7 +165,7 @@ def main() -> None:
     end_process(0)
 
 
-def end_process(code: int | str | None) -> None:
+def end_process(code: int | str | None) -> NoReturn:
     """Exit as the interpreter would, less its final teardown. With the command's files written
     and closed (loggers, summary, checkpoints), what CPython still does after the exit handlers
     is free the memory of torch, tensordict and TorchRL: 1.0 s of a 1024-frame
