@@ -114,6 +114,7 @@ class EnvConfig:
     transforms: list[Any] = MISSING
     kwargs: dict[str, Any] = MISSING
     group_map: GroupMap = MISSING
+    opponents: dict[str, str] = MISSING
 
 
 # Phases of a run and whether a recurrent policy processes whole sequences in each by default

@@ -21,6 +21,28 @@ def has_action_mask(observation_spec: Composite) -> bool:
     return MASK_KEY in observation_spec.keys()
 
 
+class ResetOnlyWhatResets(ActionMask):
+    """TorchRL's ``ActionMask`` (the action spec's mask follows the env's ``action_mask``) whose
+    partial resets stay partial: on a batch of envs where only some reset (TorchRL's
+    ``SerialEnv`` of a team's PettingZoo envs), TorchRL's takes the whole mask from the reset's
+    output, where the envs that did not reset hold a fresh board's, and the next random action
+    of those may be illegal (seen on tic-tac-toe, 2026-11-27). Only the resetting envs' masks
+    are taken from it here."""
+
+    def _reset(
+        self, tensordict: TensorDictBase | None, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
+        reset = None if tensordict is None else tensordict.get("_reset", None)
+        current = self.action_spec.mask
+        if reset is None or current is None:
+            return self._call(tensordict_reset)
+        mask = tensordict_reset.get(self.in_keys[1]).to(current.device)
+        resetting = reset.reshape(reset.shape[0], -1).any(-1).to(current.device)
+        resetting = resetting.reshape(-1, *([1] * (mask.ndim - 1)))
+        self.action_spec.update_mask(torch.where(resetting, mask.bool(), current))
+        return tensordict_reset
+
+
 class LegalActions(ActionMask):
     """TorchRL's ``ActionMask`` (actions drawn from the action spec, as DQN's random first
     frames are, stay legal), with the mask made boolean and checked.

@@ -19,6 +19,7 @@ from torch import nn
 from torchrl.data import Composite, TensorSpec
 from torchrl.modules import MultiAgentMLP, QValueModule, SafeSequential, TanhModule, TanhNormal
 
+from rlrun.builders.action_masks import MASK_KEY
 from rlrun.builders.policies import (
     ACTIVATIONS,
     ActorCritic,
@@ -59,11 +60,16 @@ def team_actor(
 ) -> BoundedActor:
     """A stochastic actor per agent of ``group`` on its own observation, writing
     ``(group, "action")`` (and, with ``return_log_prob``, its log-prob: PPO's ratio reads it):
-    a TanhNormal for continuous actions, a categorical for discrete ones."""
+    a TanhNormal for continuous actions, a categorical for discrete ones, masked where the
+    group's observations carry an ``action_mask``."""
     n_agents, obs_dim = agents_and_width(observation_spec, group)
-    dist_cls, dist_kwargs, n_out = action_distribution(action_spec)
+    masked = MASK_KEY in observation_spec[group].keys()
+    dist_cls, dist_kwargs, n_out = action_distribution(action_spec, masked)
     continuous = issubclass(dist_cls, TanhNormal)
     dist_keys = ["loc", "scale"] if continuous else ["logits"]
+    reads = {key: (group, key) for key in dist_keys}
+    if masked:  # the env's legal actions (a turn-based game's: rlrun/builders/turns.py)
+        reads["mask"] = (group, MASK_KEY)
     layers: list[nn.Module] = []
     if continuous:
         n_out, head = normal_head(n_out, state_dependent_std)
@@ -77,7 +83,7 @@ def team_actor(
             [(group, "observation")],
             [(group, key) for key in dist_keys],
         ),
-        in_keys={key: (group, key) for key in dist_keys},
+        in_keys=reads,
         out_keys=[(group, "action")],
         spec=action_spec,
         distribution_class=dist_cls,
@@ -185,8 +191,9 @@ def make_team_qvalue_actor(
 ) -> ActorCritic:
     """For each group of the team, each agent's action values from its own observation, and
     its greedy action (``(group, "action")``, the chosen action's value beside it: what a mixer
-    sums up). Returned as ``ActorCritic(actor=q, qvalue=q)``; exploration is the algorithm's.
-    Several groups: one ``ActorCritic`` each in ``groups``."""
+    sums up), among the legal ones where the group's observations carry an ``action_mask``.
+    Returned as ``ActorCritic(actor=q, qvalue=q)``; exploration is the algorithm's. Several
+    groups: one ``ActorCritic`` each in ``groups``."""
     only_mlp(kind)
     parts = {}
     for group in groups(observation_spec):
@@ -199,9 +206,11 @@ def make_team_qvalue_actor(
         )  # fmt: skip
         values = TensorDictModule(net, [(group, "observation")], [(group, "action_value")])
         team_actions = one_env_actions(actions, observation_spec)  # [n_agents]
+        masked = MASK_KEY in observation_spec[group].keys()
         greedy = QValueModule(
             action_value_key=(group, "action_value"),
             out_keys=[(group, key) for key in ("action", "action_value", "chosen_action_value")],
+            action_mask_key=(group, MASK_KEY) if masked else None,
             # per agent (the group's Composite is [n_agents], as the env's unbatched action spec)
             spec=Composite({group: Composite(action=team_actions, shape=team_actions.shape)}),
         )

@@ -16,6 +16,7 @@ import torch
 from omegaconf import DictConfig
 from tensordict import TensorDictBase, unravel_key
 from tensordict.nn import TensorDictModule
+from tensordict.utils import NestedKey
 from torchrl.modules import AdditiveGaussianModule, EGreedyModule
 from torchrl.objectives import HardUpdate, LossModule, ValueEstimators
 from torchrl.objectives import SoftUpdate as TorchRLSoftUpdate
@@ -109,10 +110,18 @@ def epsilon_greedy(cfg: DictConfig, ac: ActorCritic, device: torch.device) -> An
         eps_init=float(cfg.eps_start),
         eps_end=float(cfg.eps_end),
         annealing_num_steps=cfg.eps_anneal_frames,
-        action_mask_key=MASK_KEY if ac.action_mask else None,
+        action_mask_key=legal_actions_key(ac),
         device=device,
     )
     return AnnealExploration(epsilon, "eps", "epsilon")
+
+
+def legal_actions_key(ac: ActorCritic) -> NestedKey | None:
+    """The env's action mask beside the policy's action (``action_mask``; a team group's
+    ``(group, "action_mask")``) where the actor reads one, else None."""
+    group = ac.action_key[:-1] if isinstance(ac.action_key, tuple) else ()
+    key = (*group, MASK_KEY) if group else MASK_KEY
+    return key if key in ac.actor.in_keys else None
 
 
 def gaussian_noise(cfg: DictConfig, ac: ActorCritic, device: torch.device) -> AnnealExploration:

@@ -182,6 +182,21 @@ class CapturableTanhNormal(TanhNormal):
         return sample, log_prob
 
 
+class CapturableMaskedCategorical(MaskedCategorical):
+    """TorchRL's ``MaskedCategorical`` whose most likely action ``torch.export`` can capture
+    (``rlrun export``): TorchRL's reads ``super().mode`` inside a property, which Dynamo
+    cannot trace ("Encountered unrecognized type GetAttrVariable(SuperVariable(), mode)",
+    torch 2.13). The same action: the argmax of the masked logits (rlrun's masks are dense)."""
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return self.logits.argmax(-1)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
+
+
 def action_distribution(action_spec: TensorSpec, masked: bool = False) -> tuple[type, dict, int]:
     """Distribution class, its kwargs and the number of network outputs for an action spec;
     ``masked``: discrete actions drawn among the legal ones only (the env's action mask)."""
@@ -189,7 +204,7 @@ def action_distribution(action_spec: TensorSpec, masked: bool = False) -> tuple[
         cls = MaskedOneHotCategorical if masked else OneHotCategorical
         return cls, {}, action_spec.shape[-1]
     if action_spec.domain == "discrete":
-        cls = MaskedCategorical if masked else torch.distributions.Categorical
+        cls = CapturableMaskedCategorical if masked else torch.distributions.Categorical
         return cls, {}, int(action_spec.space.n)
     low, high = action_spec.space.low, action_spec.space.high
     kwargs = {"low": low.reshape(-1, low.shape[-1])[0], "high": high.reshape(-1, high.shape[-1])[0]}

@@ -18,6 +18,8 @@ from tensordict.utils import NestedKey
 from torchrl.data import Composite, TensorSpec, Unbounded
 from torchrl.envs import EnvBase, RewardSum, StepCounter, Transform
 
+from rlrun.builders.action_masks import MASK_KEY, ResetOnlyWhatResets
+
 AGENTS = "agents"  # the group of env.group_map=all_in_one (the default): every agent in one
 GROUP_MAPS = {"all_in_one": "ALL_IN_ONE_GROUP", "one_per_agent": "ONE_GROUP_PER_AGENT"}
 
@@ -76,7 +78,15 @@ class TeamReward(Transform):
 
 
 def team_transforms(env: EnvBase) -> list[Transform]:
-    """The team's reward, step count and return (``episode_reward``), and each group's
-    per-agent returns (``("agents", "episode_reward")``)."""
+    """The team's reward, step count and return (``episode_reward``), each group's per-agent
+    returns (``("agents", "episode_reward")``), and, for a group whose observations carry an
+    ``action_mask`` (a turn-based game's: ``rlrun/builders/turns.py``), its mask on its action
+    spec: random actions (an off-policy run's first frames) stay legal in every env of the
+    batch."""
     rewards = list(env.reward_keys)
-    return [TeamReward(rewards), StepCounter(), RewardSum(in_keys=["reward", *rewards])]
+    masks = [
+        ResetOnlyWhatResets(action_key=(group, "action"), mask_key=(group, MASK_KEY))
+        for group in groups(env.observation_spec)
+        if MASK_KEY in env.observation_spec[group].keys()
+    ]
+    return [*masks, TeamReward(rewards), StepCounter(), RewardSum(in_keys=["reward", *rewards])]

@@ -76,10 +76,11 @@ def check_actions(cfg: DictConfig, algorithm: Algorithm, space: str) -> None:
         for n, a in shipped().items()
         if space in a.actions and a.data != Data.OFFLINE and a.multi_agent == algorithm.multi_agent
     ]
+    preset = f" (with its preset, e.g. +experiment={fits[0] if fits else '<name>'})"
     raise ConfigError(
         f"algo={cfg.algo.get('name')} needs a {' or '.join(algorithm.actions)} action space, but "
-        f"env.id={cfg.env.id} has a {space} one; use algo={' or algo='.join(fits) or '?'} "
-        f"(with its preset, e.g. +experiment={fits[0] if fits else '<name>'})."
+        f"env.id={cfg.env.id} has a {space} one; use algo={' or algo='.join(fits) or '?'}"
+        f"{'' if algorithm.multi_agent else preset}."
     )
 
 

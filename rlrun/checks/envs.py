@@ -42,6 +42,11 @@ def check_observations(cfg: DictConfig) -> None:
         check_vmas_scenario(env.id)
     if env.backend == "pettingzoo":
         check_pettingzoo_module(env.id)
+    elif env.opponents:
+        raise ConfigError(
+            f"env.opponents is for turn-based PettingZoo games (env.backend=pettingzoo); "
+            f"env.backend={env.backend} trains every agent: drop env.opponents."
+        )
     if env.backend in MULTI_AGENT_BACKENDS:
         single = {"obs_mask": env.obs_mask, "normalize_observations": env.normalize_observations}
         if env.backend == "vmas":  # PettingZoo's envs may run in worker processes
@@ -83,37 +88,47 @@ def _env_facts(env_id: str, kwargs_json: str) -> tuple[str, tuple[str, ...]]:
 
 
 @functools.cache
-def _team_spaces(module: str, kwargs_json: str) -> tuple[str, list[str]]:
-    """The action space's class of a PettingZoo parallel env's first agent, and the agents
-    whose observation or action space differs from the first's (one env made and closed),
-    after a one-line refusal if ``module`` cannot make one."""
+def _team_spaces(module: str, kwargs_json: str, opponents_json: str) -> tuple[str, list[str], bool]:
+    """The action space's class of a PettingZoo env's first learning agent, the agents whose
+    observation or action space differs from the first's (one env made and closed), and whether
+    it is a turn-based game, after a one-line refusal if ``module`` cannot make one. A
+    turn-based game's (``env(**kwargs)``, no ``parallel_env``) learner is the one agent not in
+    ``env.opponents``."""
     import importlib
 
-    found = None
+    opponents = json.loads(opponents_json)
     try:
         found = importlib.import_module(module)
-        env = found.parallel_env(**json.loads(kwargs_json))
+        turns = hasattr(found, "env") and not hasattr(found, "parallel_env")
+        maker = "env" if turns else "parallel_env"
+        make = getattr(found, maker)
     except (ImportError, AttributeError) as err:
-        if hasattr(found, "env") and not hasattr(found, "parallel_env"):  # PettingZoo's classic
-            raise ConfigError(
-                f"env.id={module} is a turn-based (AEC) PettingZoo env; rlrun trains parallel "
-                "envs only, where every agent acts at each step (e.g. env.id=mpe2.simple_spread_v3)"
-                ". Turn-based games are not built yet."
-            ) from None
         raise ConfigError(
             f"env.id={module} is not an importable PettingZoo env module with a parallel_env "
-            f"(e.g. env.id=mpe2.simple_spread_v3): {type(err).__name__}: {err}"
-        ) from None
-    except TypeError as err:  # a keyword the env does not take
-        raise ConfigError(
-            f"env.kwargs do not fit {module}.parallel_env: {err}; drop a key with "
-            "'~env.kwargs.<key>'."
+            f"or a turn-based env (e.g. env.id=mpe2.simple_spread_v3): {type(err).__name__}: "
+            f"{err}"
         ) from None
     try:
+        env = make(**json.loads(kwargs_json))
+    except TypeError as err:  # a keyword the env does not take
+        raise ConfigError(
+            f"env.kwargs do not fit {module}.{maker}: {err}; drop a key with '~env.kwargs.<key>'."
+        ) from None
+    try:
+        if turns:
+            from rlrun.builders.turns import learner_of
+
+            learner = learner_of(list(env.possible_agents), opponents, module)
+            return type(env.action_space(learner)).__name__, [], True
+        if opponents:
+            raise ConfigError(
+                f"env.opponents is for turn-based games; env.id={module} is a parallel env, "
+                "where every agent learns: drop env.opponents."
+            )
         first, *others = env.possible_agents
         spaces = {a: (env.observation_space(a), env.action_space(a)) for a in env.possible_agents}
         unlike = [a for a in others if spaces[a] != spaces[first]]
-        return type(spaces[first][1]).__name__, [first, *unlike] if unlike else []
+        return type(spaces[first][1]).__name__, [first, *unlike] if unlike else [], False
     finally:
         env.close()
 
@@ -128,7 +143,12 @@ def check_env(cfg: DictConfig) -> None:
             continuous = kwargs.get("continuous_actions", True)
             space = "Box" if continuous else "Discrete"
         else:
-            space, unlike = _team_spaces(cfg.env.id, json.dumps(kwargs, sort_keys=True))
+            opponents = OmegaConf.to_container(cfg.env.opponents, resolve=True)
+            space, unlike, turns = _team_spaces(
+                cfg.env.id, json.dumps(kwargs, sort_keys=True), json.dumps(opponents)
+            )
+            if turns:  # a game's actions are what they are: no continuous_actions to flip
+                check_actions(cfg, algorithm, space)
             if unlike and cfg.env.group_map == "all_in_one":
                 raise ConfigError(
                     f"env.id={cfg.env.id}: its agents differ in what they observe or do "

@@ -33,7 +33,6 @@ from typing import Any
 
 import torch
 
-from rlrun.builders.action_masks import MASK_KEY
 from rlrun.commands.loading import TensorPolicy, Trained
 from rlrun.errors import ConfigError, RunError
 
@@ -233,7 +232,7 @@ def sidecar(
             key[0]: {"observation": seen, "action": done}
             for key, (seen, done) in zip(policy.out_keys[: policy.groups], blocks, strict=True)
         }
-    state = [n for n in policy.input_names[1:] if n not in ("is_init", MASK_KEY)]
+    state = [n for n in policy.input_names[1:] if n not in ("is_init", *policy.mask_names)]
     return {
         "format": fmt,
         "file": name,
@@ -247,9 +246,9 @@ def sidecar(
         "observation": observation,
         "action": action,
         "groups": groups,
-        "action_mask": "the env's action_mask: true where an action is legal; the action is "
-        "the most likely legal one"
-        if MASK_KEY in policy.input_names
+        "action_mask": f"{', '.join(policy.mask_names)}: the env's action_mask, true where an "
+        "action is legal; the action is the most likely legal one"
+        if policy.mask_names
         else None,
         "deterministic": "the action distribution's mode (TorchRL ExplorationType.DETERMINISTIC)",
         "recurrent": {

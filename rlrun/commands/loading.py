@@ -315,7 +315,8 @@ class TensorPolicy(nn.Module):
         steps = [EnvStep(t) for t in pipeline]
         module = TensorDictSequential(*steps, actor)
         state = [k for k in module.in_keys if ("next", k) in module.out_keys]
-        masks = [k for k in module.in_keys if k == MASK_KEY]  # a masked actor reads the env's
+        # a masked actor reads the env's mask (a team's: each group's, beside its observation)
+        masks = [k for k in module.in_keys if MASK_KEY in (k, k[-1])]
         observations = [observation_key(action) for action in actions]
         resets = [k for k in module.in_keys if k == "is_init"]
         self.in_keys = [*observations, *masks, *state, *resets]
@@ -324,6 +325,7 @@ class TensorPolicy(nn.Module):
         self.module.to(trained.device)
         self.pipeline = pipeline  # the env's observation transforms, built in
         self.input_names = [key_name(k) for k in self.in_keys]
+        self.mask_names = [key_name(k) for k in masks]
         self.output_names = [key_name(k) for k in self.out_keys]
         self.recurrent = bool(state)
         self.groups = len(actions)  # the first inputs and outputs: each group's, in order
