@@ -316,7 +316,7 @@ class TensorPolicy(nn.Module):
         module = TensorDictSequential(*steps, actor)
         state = [k for k in module.in_keys if ("next", k) in module.out_keys]
         # a masked actor reads the env's mask (a team's: each group's, beside its observation)
-        masks = [k for k in module.in_keys if MASK_KEY in (k, k[-1])]
+        masks = [k for k in module.in_keys if (k[-1] if isinstance(k, tuple) else k) == MASK_KEY]
         observations = [observation_key(action) for action in actions]
         resets = [k for k in module.in_keys if k == "is_init"]
         self.in_keys = [*observations, *masks, *state, *resets]
