@@ -57,7 +57,8 @@ def run_episodes(
 
 
 class Evaluator(TrainerHookBase):
-    """A ``post_steps_log`` hook: evaluate when ``every_frames`` more frames were collected."""
+    """A ``post_steps_log`` hook: evaluate after the batch that reaches or passes each multiple
+    of ``every_frames`` collected frames."""
 
     def __init__(
         self,
@@ -133,7 +134,10 @@ class Evaluator(TrainerHookBase):
 
     def __call__(self, batch: TensorDictBase | None = None) -> None:
         frames = self.trainer.collected_frames
-        if frames - self.last_eval < self.cfg.every_frames:
+        # at the first batch past each multiple of every_frames: counting every_frames from the
+        # last evaluation's frames (250016 with 32-frame batches) skipped the one at the end
+        # of a 500000-frame run
+        if frames // self.cfg.every_frames <= self.last_eval // self.cfg.every_frames:
             return
         result = self.evaluate()
         if result is None:  # dropped: the run is stopping, and waited long enough
