@@ -151,8 +151,8 @@ class AlgoConfig:
     name: str = MISSING
     gamma: float = ranged(**PROBABILITY)
     max_grad_norm: float = ranged(**POSITIVE)
-    compile: bool = MISSING
-    cudagraphs: bool = MISSING
+    compile: bool | str = MISSING  # true, false or auto (rlrun/checks/algorithms.py)
+    cudagraphs: bool | str = MISSING
 
 
 @dataclass

@@ -49,7 +49,7 @@ from torchrl.envs import EnvBase
 from torchrl.envs.transforms import VecNormV2
 from torchrl.trainers import Trainer
 
-from rlrun.algorithms import Data, declared, policy_config
+from rlrun.algorithms import AUTO, Data, declared, policy_config
 from rlrun.builders.atari import END_OF_LIFE
 from rlrun.builders.checkpoints import (
     CHECKPOINT_DIR,
@@ -244,12 +244,31 @@ def build_trainer(
     replay = make_replay(
         cfg, source, replays, env, run_dir, where, remote, reads_samples(hooks), started
     )
-    compiled, cudagraphs = cfg.algo.get("compile", False), cfg.algo.get("cudagraphs", False)
+    # algo.compile, algo.cudagraphs: as set, or (auto) where the algorithm measured a gain
+    steps = training.steps_in(
+        cfg.trainer.total_frames,
+        cfg.collector.frames_per_batch,
+        cfg.collector.get("init_random_frames") or 0,
+    )
+    compiled, cudagraphs = (
+        (False, False) if remote else algorithm.fast_path(cfg.algo, where.learner.type, steps)
+    )
+    if AUTO in (cfg.algo.get("compile"), cfg.algo.get("cudagraphs")) and compiled:
+        how = "compiled" + " and captured in a CUDA graph" * cudagraphs
+        print(
+            f"rlrun: update step {how} (auto: algo={cfg.algo.name} on {where.learner.type}, "
+            f"{steps} optimisation steps; algo.compile=false"
+            f"{' algo.cudagraphs=false' * cudagraphs} keeps it eager)",
+            flush=True,
+        )
     optimizer = make_optimizer(
         cfg.optim, training.loss, where, cudagraphs=cudagraphs, compile=compiled
     )
     # this process (the update step: loss, backward, clip, step) or Ray learners
-    learner = make_learner(cfg, remote, training, optimizer, replay.sampler, where)
+    learner = make_learner(
+        cfg, remote, training, optimizer, replay.sampler, where, compile=compiled,
+        cudagraphs=cudagraphs,
+    )  # fmt: skip
     logger = make_logger(cfg.logger, run_dir, exp_name=run_dir.name)
     started.callback(logger.close)
     logger.log_hparams(cfg)

@@ -133,6 +133,62 @@ def test_compiled_fused_step_trains_without_recompiling(workdir: Path) -> None:
     assert warmup[0] > 0 and len(set(warmup)) == 1  # compiled in the first batch only
 
 
+def test_auto_picks_what_the_algorithm_declares_for_the_device_and_the_runs_length() -> None:
+    """``algo.compile=auto``/``algo.cudagraphs=auto`` (the defaults): the algorithm's measured
+    ``Auto`` for the learner's device, in runs long enough to pay the compilation back; true or
+    false as set win; no declaration for a device: eager there."""
+    from omegaconf import OmegaConf
+
+    from rlrun.algorithms import shipped
+
+    algos = shipped()
+    auto = OmegaConf.create({"compile": "auto", "cudagraphs": "auto"})
+    dqn_cpu = algos["dqn"].auto["cpu"]
+    assert algos["dqn"].fast_path(auto, "cpu", dqn_cpu.min_steps) == (True, False)
+    assert algos["dqn"].fast_path(auto, "cpu", dqn_cpu.min_steps - 1) == (False, False)
+    assert algos["dqn"].fast_path(auto, "cuda", 10**9) == (False, False)  # not measured there
+    assert algos["ppo"].fast_path(auto, "cpu", 10**9) == (False, False)
+    assert algos["sac"].fast_path(auto, "cuda", 10**9) == (True, True)
+    assert algos["sac"].fast_path(auto, "cpu", 10**9) == (False, False)
+    forced = OmegaConf.create({"compile": True, "cudagraphs": False})
+    assert algos["ppo"].fast_path(forced, "cpu", 1) == (True, False)
+    off = OmegaConf.create({"compile": False, "cudagraphs": "auto"})
+    assert algos["dqn"].fast_path(off, "cpu", 10**9) == (False, False)
+    for name, algorithm in algos.items():  # auto captures only what is known to capture
+        assert algorithm.cudagraphs or not any(a.cudagraphs for a in algorithm.auto.values()), name
+
+
+def test_auto_compiles_a_long_enough_run_and_says_so(workdir: Path) -> None:
+    """A user's DQN declaring a compiled CPU step from 100 optimisation steps on
+    (tests/auto_compiled.py), as a sweep: the 128-step job compiles its update step and says so
+    in its first lines, the 64-step one stays eager; ``algo.compile=maybe`` is refused in one
+    line naming the choices."""
+    tests = Path(__file__).parent
+    common = [
+        "+experiment=dqn", "algo._target_=auto_compiled.ALGORITHM", "policy.hidden_sizes=[32,32]",
+        "collector.frames_per_batch=64", "collector.init_random_frames=64",
+        "replay_buffer.batch_size=32", "trainer.progress_bar=false",
+    ]  # fmt: skip
+    env = {"PYTHONPATH": str(tests)}
+    proc = run_rlrun("-m", *common, "trainer.total_frames=192,320", cwd=workdir, env=env)
+    said = [line for line in proc.stdout.splitlines() if line.startswith("rlrun: update step")]
+    assert said == [
+        "rlrun: update step compiled (auto: algo=dqn on cpu, 128 optimisation steps; "
+        "algo.compile=false keeps it eager)"
+    ], proc.stdout
+    eager, compiled = sorted(run_dirs(workdir), key=lambda run: summary(run)["frames"])
+    assert summary(eager)["frames"] == 192 and summary(compiled)["frames"] == 320
+    assert not (eager / "csv/scalars/train/compiled_graphs.csv").exists()
+    graphs = [v for _, v in series(compiled, "compiled_graphs")]
+    assert graphs and graphs[0] > 0 and len(set(graphs)) == 1, graphs  # no recompiles
+    wrong = run_rlrun(*common, "algo.compile=maybe", cwd=workdir, env=env, check=False)
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
+    assert wrong.stderr.strip().splitlines()[-1] == (
+        "rlrun: error: algo.compile=maybe is not a choice; use algo.compile=true, false or auto "
+        "(on where algo=dqn measured a gain)."
+    )
+
+
 def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(workdir: Path) -> None:
     """A user hook poisons the 4th batch (2 minibatches per batch): the run stops there in one
     line, ``failed``, and the newest checkpoint is the 3rd batch's, with finite weights."""

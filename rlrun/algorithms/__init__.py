@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from rlrun.builders.training import Context, Training
 
 DISCRETE, BOX = "Discrete", "Box"  # gymnasium's action space classes
+AUTO = "auto"  # algo.compile, algo.cudagraphs: what the algorithm's Auto says
 
 
 class Data(StrEnum):
@@ -40,6 +41,17 @@ class Data(StrEnum):
     ON_POLICY = "on_policy"  # each fresh batch, used and dropped: no replay buffer, no dataset
     OFF_POLICY = "off_policy"  # a replay buffer of collected frames (a dataset may seed it)
     OFFLINE = "offline"  # a dataset (dataset=); with a collector it fine-tunes online
+
+
+@dataclasses.dataclass(frozen=True)
+class Auto:
+    """What ``algo.compile=auto`` and ``algo.cudagraphs=auto`` (the defaults) turn on for an
+    algorithm on one kind of device: only where a measured figure shows a gain (its module says
+    which), and only in runs long enough for the compilation to pay back."""
+
+    compile: bool = False
+    cudagraphs: bool = False
+    min_steps: int = 0  # optimisation steps the run must have (fewer: eager)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,11 +76,24 @@ class Algorithm:
     groups: bool = False  # trains a team of several groups of agents (env.group_map=by_type)
     ray_learners: bool = False  # can optimise on Ray learners (trainer.learner_backend=ray)
     cudagraphs: bool = False  # its update step is known to capture in a CUDA graph
+    auto: Mapping[str, Auto] = dataclasses.field(default_factory=dict)  # device type -> Auto
     policy_schemas: Mapping[str, type] = dataclasses.field(default_factory=dict)  # policy options'
     check: Callable[[DictConfig], None] | None = None  # its own rules on the composed config
 
     def __call__(self, cfg: DictConfig, ctx: Context) -> Training:
         return self.build(cfg, ctx)
+
+    def fast_path(self, cfg: DictConfig, device_type: str, steps: int) -> tuple[bool, bool]:
+        """``(compile, cudagraphs)`` of the update step: ``algo.compile`` and
+        ``algo.cudagraphs`` as set, where ``auto`` takes this algorithm's :class:`Auto` for
+        ``device_type`` in a run of ``steps`` optimisation steps (off where it has none)."""
+        auto = self.auto.get(device_type, Auto())
+
+        def setting(key: str, picked: bool) -> bool:
+            value = cfg.get(key, False)
+            return picked and steps >= auto.min_steps if value == AUTO else bool(value)
+
+        return setting("compile", auto.compile), setting("cudagraphs", auto.cudagraphs)
 
 
 def defined_on_first_use(module: str, **factories: Callable[[], type]) -> Callable[[str], type]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import MISSING, DictConfig
 
-from rlrun.algorithms import DISCRETE, Algorithm
+from rlrun.algorithms import DISCRETE, Algorithm, Auto
 from rlrun.config import EpsilonGreedyConfig, RegressionLoss
 
 if TYPE_CHECKING:
@@ -46,4 +46,7 @@ ALGORITHM = Algorithm(
     actions=(DISCRETE,),
     ray_learners=True,
     cudagraphs=True,
+    # compiled on the CPU (2026-11-28, 2 cores, one thread, +experiment=dqn): 2.8 ms a step
+    # against 3.8 eager (the plain loop: 2.3), after 12 s of compiling; on CUDA not measured
+    auto={"cpu": Auto(compile=True, min_steps=20_000)},
 )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
-from rlrun.algorithms import BOX, Algorithm
+from rlrun.algorithms import BOX, Algorithm, Auto
 from rlrun.config import GaussianNoiseConfig, TwinDelayedConfig
 
 if TYPE_CHECKING:
@@ -42,4 +42,7 @@ ALGORITHM = Algorithm(
     actions=(BOX,),
     ray_learners=True,
     cudagraphs=True,
+    # compiled and captured on an H100 (2026-11-27, docs/guides/gpu.md): 111 frames/s against 61
+    # eager, after over 60 s of compiling both phases
+    auto={"cuda": Auto(compile=True, cudagraphs=True, min_steps=20_000)},
 )

@@ -131,7 +131,7 @@ def _warn_pin(message: str) -> None:
 
 
 def _check_cudagraphs(key: str, cfg: DictConfig, device: torch.device, runs: str) -> None:
-    if cfg.get("cudagraphs", False) and device.type != "cuda":
+    if cfg.get("cudagraphs") is True and device.type != "cuda":  # auto: off there
         raise ConfigError(
             f"{key}.cudagraphs=true captures {runs} in a CUDA graph, but it runs on {device}; "
             f"set device=cuda (or {key}.cudagraphs=false; {key}.compile=true works on the CPU too)."

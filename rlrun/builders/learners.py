@@ -98,10 +98,14 @@ def make_learner(
     optimizer: torch.optim.Optimizer,
     sampler: Any,
     where: Placement,
+    *,
+    compile: bool,
+    cudagraphs: bool,
 ) -> Learner:
     """The learner ``remote`` asks for: Ray learners (TorchRL's step, the loss through DDP on
-    each), or rlrun's update step on ``where.learner``, compiled or captured as ``algo.compile``
-    and ``algo.cudagraphs`` say, sampling the storage itself through ``sampler`` if given."""
+    each), or rlrun's update step on ``where.learner``, compiled or captured as ``compile`` and
+    ``cudagraphs`` say (``algo.compile`` and ``algo.cudagraphs`` as the recipe resolved them),
+    sampling the storage itself through ``sampler`` if given."""
     if remote:
         return Learner(
             True,
@@ -117,8 +121,8 @@ def make_learner(
         optimizer,
         training.max_grad_norm,
         where.learner,
-        compile=cfg.algo.get("compile", False),
-        cudagraphs=cfg.algo.get("cudagraphs", False),
+        compile=compile,
+        cudagraphs=cudagraphs,
         sampler=sampler,
         target_updater=training.target_updater,
     )

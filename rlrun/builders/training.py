@@ -52,6 +52,12 @@ class Training:
     # on-policy: GAE (a team of several groups: one per group), run on each batch before the loss
     advantages: list[ValueEstimatorBase] = field(default_factory=list)
 
+    def steps_in(self, total_frames: int, frames_per_batch: int, random_frames: int) -> int:
+        """The optimisation steps of a run of ``total_frames`` (none in its first
+        ``random_frames``)."""
+        batches = max(0, total_frames - random_frames) // frames_per_batch
+        return batches * self.optim_steps_per_batch * self.num_epochs
+
     def episodes_end_at(self, key: str) -> None:
         """Targets and advantages end an episode at ``key`` (Atari's ``end_of_life``) instead
         of the env's done: the env plays on, the bootstrapping stops there."""

@@ -145,6 +145,9 @@ class UpdateStep(OptimizationStepper):
                 self.inner_target.pairs()  # eagerly: the compiled step only lerps them
             update = self.update if self.sampler is None else self.fused_update
             if self.compile:
+                # TorchRL's losses set their in_keys on first read; read inside the compiled
+                # step, that first read compiled it a second time (DQNLoss, 2026-11-28)
+                getattr(self.loss, "in_keys", None)
                 update = torch.compile(update)
             if self.cudagraphs:  # fused: no input (in_keys None); else the batch's tensors
                 keys = None if self.sampler is not None else []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlrun.algorithms import Algorithm, Data, shipped
+from rlrun.algorithms import AUTO, Algorithm, Data, shipped
 from rlrun.checks.ranges import check_node_ranges
 from rlrun.config import MULTI_AGENT_BACKENDS, RECURRENT_KINDS
 from rlrun.errors import ConfigError
@@ -38,7 +38,13 @@ def check_algorithm(cfg: DictConfig, algorithm: Algorithm) -> None:
             f"algo={name} cannot train a recurrent policy (policy={kind}); use "
             f"{' or '.join(fits)}{'or ' if fits else ''}policy=mlp."
         )
-    if cfg.algo.get("cudagraphs") and not algorithm.cudagraphs:
+    for key in ("compile", "cudagraphs"):
+        if cfg.algo.get(key, False) not in (True, False, AUTO):
+            raise ConfigError(
+                f"algo.{key}={cfg.algo[key]} is not a choice; use algo.{key}=true, false or "
+                f"{AUTO} (on where algo={name} measured a gain)."
+            )
+    if cfg.algo.get("cudagraphs") is True and not algorithm.cudagraphs:
         known = [n for n, a in shipped().items() if a.cudagraphs]
         raise ConfigError(
             f"algo.cudagraphs=true: algo={name}'s update step is not known to capture in a CUDA "

@@ -63,8 +63,8 @@ def check_learners(cfg: DictConfig, algorithm: Algorithm, hooks: list[HookEntry]
             f"replay_buffer.transforms are not supported {why} (the buffer is a Ray actor's); "
             "set replay_buffer.transforms=[]."
         )
-    for key in ("compile", "cudagraphs"):
-        if cfg.algo.get(key, False):
+    for key in ("compile", "cudagraphs"):  # auto: off on Ray learners
+        if cfg.algo.get(key) is True:
             raise ConfigError(
                 f"algo.{key}=true is not supported {why}: the learners run TorchRL's own "
                 f"optimisation step; set algo.{key}=false."
