@@ -57,12 +57,13 @@ BASELINES = {
     "td3_halfcheetah": ("plain_torch_sac.py", ["--random", "1000", "--frames", "4000"]),
     "dqn": ("plain_torch_dqn.py", ["--random", "1024", "--frames", "20480"]),
 }
+EAGER = ["algo.compile=false", "algo.cudagraphs=false"]  # each variant as named, not auto's pick
 VARIANTS = {
-    "cpu": ["device=cpu"],
-    "cpu+compile": ["device=cpu", "algo.compile=true"],
-    "cuda": ["device=cuda"],
-    "cuda+compile": ["device=cuda", "algo.compile=true"],
-    "cuda+cudagraphs": ["device=cuda", "algo.cudagraphs=true"],
+    "cpu": ["device=cpu", *EAGER],
+    "cpu+compile": ["device=cpu", "algo.compile=true", "algo.cudagraphs=false"],
+    "cuda": ["device=cuda", *EAGER],
+    "cuda+compile": ["device=cuda", "algo.compile=true", "algo.cudagraphs=false"],
+    "cuda+cudagraphs": ["device=cuda", "algo.compile=false", "algo.cudagraphs=true"],
     "cuda+compile+cudagraphs": ["device=cuda", "algo.compile=true", "algo.cudagraphs=true"],
 }
 PLAIN = {"plain cpu": "cpu", "plain cuda": "cuda"}
