@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import built, csv_series, run_dirs, run_rlrun, summary
@@ -205,7 +206,8 @@ def test_a_prioritized_replay_of_two_groups_reads_the_largest_td_error(tmp_path:
         (["env=tictactoe", "algo=ippo", "+env.opponents.player_3=random"],
          "env.opponents names player_3, not agents of env.id=pettingzoo.classic.tictactoe_v3"),
         (["env=tictactoe", "algo=ippo", "env.opponents.player_2=greedy"],
-         "env.opponents.player_2=greedy: an opponent plays one of: random."),
+         "env.opponents.player_2=greedy: an opponent plays random (a uniformly random legal "
+         "move) or a policy file from rlrun export RUN format=torchscript (path/policy.pt)."),
         (["env=tictactoe", "algo=maddpg"],
          "has a Discrete one; use algo=ippo or algo=mappo or algo=qmix or algo=vdn."),
         (["env=pettingzoo", "algo=mappo", "+env.opponents.agent_0=random"],
@@ -264,7 +266,6 @@ def test_a_turn_based_game_is_its_learners_turns_against_a_random_opponent() -> 
     made in between (before its first turn too, when the opponent starts), and is paid at the
     end whoever made the last move. A uniformly random legal player_1 of tic-tac-toe against
     a random player_2 wins about 58% of games and loses 29% (mean return about 0.29)."""
-    import numpy as np
     from pettingzoo.classic import tictactoe_v3
 
     from rlrun.builders.turns import AgainstOpponents
@@ -292,12 +293,20 @@ def test_a_turn_based_game_is_its_learners_turns_against_a_random_opponent() -> 
             assert 0.52 < np.mean(np.array(returns) == 1) < 0.64
 
 
-def test_a_turn_based_game_trains_within_its_masks_and_exports(workdir: Path) -> None:
+def test_a_turn_based_game_trains_within_its_masks_exports_and_plays_the_file(
+    workdir: Path,
+) -> None:
     """Tic-tac-toe against a random player (``env=tictactoe``) with QMIX: random first frames,
     epsilon-greedy and greedy moves all within the game's action mask (the env stops the run at
     the first illegal move), then evaluated and exported, the file taking the mask beside the
-    observation."""
+    observation. Then that file as player_2's opponent (``env.opponents.player_1=<policy.pt>``):
+    it plays player_1's moves (the file's deterministic move on player_1's view), player_2
+    trains against it, and a file of another game is refused in one line."""
     pytest.importorskip("pettingzoo")
+    from pettingzoo.classic import tictactoe_v3
+
+    from rlrun.builders.turns import AgainstOpponents
+
     run_rlrun("env=tictactoe", "algo=qmix", "trainer.total_frames=1024",
               "collector.frames_per_batch=256", "collector.init_random_frames=256",
               "algo.eps_anneal_frames=512", "trainer.progress_bar=false",
@@ -311,7 +320,45 @@ def test_a_turn_based_game_trains_within_its_masks_and_exports(workdir: Path) ->
     assert "verified on 128 real observations" in proc.stdout
     sidecar = json.loads((run / "export" / "policy.pt.json").read_text())
     assert [i["name"] for i in sidecar["inputs"]] == ["agents_observation", "agents_action_mask"]
-    policy = torch.jit.load(str(run / "export" / "policy.pt"))
+    file = run / "export" / "policy.pt"
+    policy = torch.jit.load(str(file))
     legal = torch.randint(9, (16,))
     mask = torch.nn.functional.one_hot(legal, 9).bool().unsqueeze(1)  # one legal move each
     assert torch.equal(policy(torch.randn(16, 1, 18), mask).reshape(-1), legal)
+    env = AgainstOpponents(tictactoe_v3.env(), {"player_1": str(file)}, "tictactoe_v3")
+    for seed in range(3):  # player_1's first two moves, replayed on a game of one's own
+        env.reset(seed=seed)
+        same = tictactoe_v3.env()
+        same.reset(seed=seed)
+        for turn in range(2):
+            view = same.observe("player_1")
+            move = policy(
+                torch.as_tensor(view["observation"], dtype=torch.float32).reshape(1, 1, -1),
+                torch.as_tensor(view["action_mask"]).bool().reshape(1, 1, -1),
+            )
+            same.step(int(move.reshape(-1)[0]))
+            theirs, ours = same.observe("player_2"), env.game.observe("player_2")
+            assert np.array_equal(theirs["observation"], ours["observation"]), (seed, turn)
+            if turn == 0:  # player_2's first legal move, in both games
+                mine = int(np.flatnonzero(theirs["action_mask"])[0])
+                same.step(mine)
+                env.step({"player_2": mine})
+    against = ["env=tictactoe", "algo=ippo", "~env.opponents.player_2",
+               f"+env.opponents.player_1={file}", "trainer.progress_bar=false"]  # fmt: skip
+    run_rlrun(*against, "trainer.total_frames=512", cwd=workdir)
+    trained = [r for r in run_dirs(workdir) if r != run]
+    assert [summary(r)["status"] for r in trained] == ["completed"]
+    other = workdir / "other.pt"
+    other.write_bytes(file.read_bytes())
+    described = json.loads((run / "export" / "policy.pt.json").read_text())
+    described["action"]["n"] = 7  # connect four's moves
+    (workdir / "other.pt.json").write_text(json.dumps(described))
+    against[3] = f"+env.opponents.player_1={other}"
+    proc = run_rlrun(*against, cwd=workdir, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"rlrun: error: env.opponents.player_1={other} is not a policy of one "
+        "pettingzoo.classic.tictactoe_v3 agent: it takes ['batch', 1, 18] and plays among 7 "
+        "moves, where player_1 sees ['batch', 1, 18] and plays among 9 (export a run of "
+        "env.id=pettingzoo.classic.tictactoe_v3 with format=torchscript)."
+    )

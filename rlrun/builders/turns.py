@@ -1,6 +1,8 @@
 """A turn-based (AEC) PettingZoo game, such as ``pettingzoo.classic.tictactoe_v3``, as a parallel
 env of the agent that learns, its opponents playing their turns inside each step
-(``env.opponents``: ``{player_2: random}``, a uniformly random legal move).
+(``env.opponents``: ``{player_2: random}``, a uniformly random legal move, or ``{player_1:
+path/policy.pt}``, the deterministic move of a policy ``rlrun export RUN format=torchscript``
+wrote, such as one trained on the other side of the same game).
 
 The learner sees only its own turns: after its move the opponents move until it is its turn
 again or the game is over, and its reward is what it earned over all those moves (a loss on the
@@ -13,7 +15,9 @@ observation flattened to float32, what a team's MLP reads.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +26,8 @@ from pettingzoo import AECEnv, ParallelEnv
 
 from rlrun.errors import ConfigError, EnvError
 
-OPPONENTS = ("random",)  # how an opponent plays: env.opponents' values
+RANDOM = "random"  # env.opponents' value for a uniformly random legal move
+POLICY_FILE = ".pt"  # ... and the suffix of a policy file (rlrun export RUN format=torchscript)
 
 
 def learner_of(possible_agents: list[str], opponents: Mapping[str, str], env_id: str) -> str:
@@ -35,9 +40,11 @@ def learner_of(possible_agents: list[str], opponents: Mapping[str, str], env_id:
             f"are {', '.join(possible_agents)}."
         )
     for agent, kind in opponents.items():
-        if kind not in OPPONENTS:
+        if kind != RANDOM and not str(kind).endswith(POLICY_FILE):
             raise ConfigError(
-                f"env.opponents.{agent}={kind}: an opponent plays one of: {', '.join(OPPONENTS)}."
+                f"env.opponents.{agent}={kind}: an opponent plays {RANDOM} (a uniformly random "
+                f"legal move) or a policy file from rlrun export RUN format=torchscript "
+                f"(path/policy{POLICY_FILE})."
             )
     learners = [a for a in possible_agents if a not in opponents]
     if len(learners) != 1:
@@ -49,17 +56,84 @@ def learner_of(possible_agents: list[str], opponents: Mapping[str, str], env_id:
     return learners[0]
 
 
+def check_policy_opponents(game: AECEnv, opponents: Mapping[str, str], env_id: str) -> None:
+    """Each policy file in ``opponents`` exists and, by the description ``rlrun export`` wrote
+    beside it, reads one agent's observation of this game (and its action mask where the game
+    has one) and answers one of its moves; else one line naming what does not fit."""
+    for agent, kind in opponents.items():
+        if kind == RANDOM:
+            continue
+        path, key = Path(kind).expanduser(), f"env.opponents.{agent}={kind}"
+        sidecar = path.with_name(path.name + ".json")
+        if not path.is_file() or not sidecar.is_file():
+            missing = sidecar if path.is_file() else path
+            raise ConfigError(
+                f"{key}: no file {missing}; write one with rlrun export RUN format=torchscript "
+                "(it writes policy.pt and policy.pt.json into RUN/export)."
+            )
+        described = json.loads(sidecar.read_text())
+        size = int(np.prod(_board_space(game, agent).shape))
+        want = {"observation": ["batch", 1, size], "moves": _moves(game, agent)}
+        inputs = described.get("inputs") or [{}]
+        got = {"observation": inputs[0].get("shape"), "moves": described["action"].get("n")}
+        if described.get("format") != "torchscript" or got != want:
+            raise ConfigError(
+                f"{key} is not a policy of one {env_id} agent: it takes {got['observation']} and "
+                f"plays among {got['moves']} moves, where {agent} sees {want['observation']} and "
+                f"plays among {want['moves']} (export a run of env.id={env_id} with "
+                "format=torchscript)."
+            )
+
+
+def _board_space(game: AECEnv, agent: str) -> spaces.Box:
+    space = game.observation_space(agent)
+    return space["observation"] if isinstance(space, spaces.Dict) else space
+
+
+def _moves(game: AECEnv, agent: str) -> int:
+    return int(game.action_space(agent).n)
+
+
+class PolicyOpponent:
+    """An opponent that plays the deterministic move of an exported policy (a TorchScript file
+    taking ``[1, 1, observation]`` and, where its description lists one, the ``[1, 1, moves]``
+    action mask)."""
+
+    def __init__(self, path: Path) -> None:
+        import torch
+
+        self.module = torch.jit.load(str(path), map_location="cpu")
+        described = json.loads(path.with_name(path.name + ".json").read_text())
+        self.masked, self.path = len(described["inputs"]) > 1, path
+
+    def __call__(self, observation: np.ndarray, mask: np.ndarray | None) -> int:
+        import torch
+
+        inputs = [torch.as_tensor(observation).reshape(1, 1, -1)]
+        if self.masked:
+            inputs.append(torch.as_tensor(mask).reshape(1, 1, -1))
+        with torch.no_grad():
+            out = self.module(*inputs)
+        return int((out[0] if isinstance(out, tuple) else out).reshape(-1)[0])
+
+
 class AgainstOpponents(ParallelEnv):
     """``game``'s learner as a one-agent parallel env, its opponents moving in between."""
 
     def __init__(self, game: AECEnv, opponents: Mapping[str, str], env_id: str) -> None:
         self.game, self.env_id = game, env_id
         self.learner = learner_of(list(game.possible_agents), opponents, env_id)
+        check_policy_opponents(game, opponents, env_id)
         self.possible_agents = [self.learner]
         self.agents: list[str] = []
         self.metadata = {**game.metadata, "is_parallelizable": True}
         self._rng = np.random.default_rng()
         self._over = False
+        self._policies = {
+            agent: PolicyOpponent(Path(kind).expanduser())
+            for agent, kind in opponents.items()
+            if kind != RANDOM
+        }
 
     @functools.cache  # noqa: B019 (PettingZoo's own pattern: one space object per agent)
     def observation_space(self, agent: str) -> spaces.Box:
@@ -71,8 +145,7 @@ class AgainstOpponents(ParallelEnv):
         )
 
     def _board_space(self, agent: str) -> spaces.Box:
-        space = self.game.observation_space(agent)
-        return space["observation"] if isinstance(space, spaces.Dict) else space
+        return _board_space(self.game, agent)
 
     def action_space(self, agent: str) -> spaces.Space:
         return self.game.action_space(agent)
@@ -121,9 +194,19 @@ class AgainstOpponents(ParallelEnv):
         while not self._over and self.game.agent_selection != self.learner:
             agent = self.game.agent_selection
             mask = self._mask(agent)
-            n = self.game.action_space(agent).n
-            legal = np.flatnonzero(mask) if mask is not None else np.arange(n)
-            reward += self._move(int(self._rng.choice(legal)))
+            policy = self._policies.get(agent)
+            if policy is None:
+                every = np.arange(_moves(self.game, agent))
+                legal = np.flatnonzero(mask) if mask is not None else every
+                move = int(self._rng.choice(legal))
+            else:
+                move = policy(self._observation(agent), mask)
+                if mask is not None and not mask[move]:
+                    raise EnvError(
+                        f"env.opponents.{agent}={policy.path} played move {move}, illegal by "
+                        f"the game's action mask: export a policy that reads the mask."
+                    )
+            reward += self._move(move)
         return reward
 
     def _game_over(self) -> bool:
@@ -141,10 +224,14 @@ class AgainstOpponents(ParallelEnv):
         return None if mask is None else np.asarray(mask).astype(bool)
 
     def _observations(self) -> dict[str, np.ndarray]:
-        observation = self.game.observe(self.learner)
+        return {self.learner: self._observation(self.learner)}
+
+    def _observation(self, agent: str) -> np.ndarray:
+        """What ``agent`` sees, flattened to float32 (as a team's MLP reads it)."""
+        observation = self.game.observe(agent)
         if isinstance(observation, dict):
             observation = observation["observation"]
-        return {self.learner: np.asarray(observation, dtype=np.float32).reshape(-1)}
+        return np.asarray(observation, dtype=np.float32).reshape(-1)
 
     def _infos(self) -> dict[str, dict[str, np.ndarray]]:
         """The learner's legal moves; at the end of a game, where it has none and never acts,

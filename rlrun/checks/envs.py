@@ -116,9 +116,10 @@ def _team_spaces(module: str, kwargs_json: str, opponents_json: str) -> tuple[st
         ) from None
     try:
         if turns:
-            from rlrun.builders.turns import learner_of
+            from rlrun.builders.turns import check_policy_opponents, learner_of
 
             learner = learner_of(list(env.possible_agents), opponents, module)
+            check_policy_opponents(env, opponents, module)
             return type(env.action_space(learner)).__name__, [], True
         if opponents:
             raise ConfigError(
