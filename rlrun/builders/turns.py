@@ -58,8 +58,8 @@ def learner_of(possible_agents: list[str], opponents: Mapping[str, str], env_id:
 
 def check_policy_opponents(game: AECEnv, opponents: Mapping[str, str], env_id: str) -> None:
     """Each policy file in ``opponents`` exists and, by the description ``rlrun export`` wrote
-    beside it, reads one agent's observation of this game (and its action mask where the game
-    has one) and answers one of its moves; else one line naming what does not fit."""
+    beside it, reads one agent's observation of this game and answers one of its moves; else
+    one line naming what does not fit."""
     for agent, kind in opponents.items():
         if kind == RANDOM:
             continue
@@ -75,7 +75,8 @@ def check_policy_opponents(game: AECEnv, opponents: Mapping[str, str], env_id: s
         size = int(np.prod(_board_space(game, agent).shape))
         want = {"observation": ["batch", 1, size], "moves": _moves(game, agent)}
         inputs = described.get("inputs") or [{}]
-        got = {"observation": inputs[0].get("shape"), "moves": described["action"].get("n")}
+        moves = (described.get("action") or {}).get("n")
+        got = {"observation": inputs[0].get("shape"), "moves": moves}
         if described.get("format") != "torchscript" or got != want:
             raise ConfigError(
                 f"{key} is not a policy of one {env_id} agent: it takes {got['observation']} and "
@@ -137,15 +138,12 @@ class AgainstOpponents(ParallelEnv):
 
     @functools.cache  # noqa: B019 (PettingZoo's own pattern: one space object per agent)
     def observation_space(self, agent: str) -> spaces.Box:
-        board = self._board_space(agent)
+        board = _board_space(self.game, agent)
         return spaces.Box(
             board.low.astype(np.float32).reshape(-1),
             board.high.astype(np.float32).reshape(-1),
             dtype=np.float32,
         )
-
-    def _board_space(self, agent: str) -> spaces.Box:
-        return _board_space(self.game, agent)
 
     def action_space(self, agent: str) -> spaces.Space:
         return self.game.action_space(agent)
