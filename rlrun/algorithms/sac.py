@@ -46,6 +46,7 @@ ALGORITHM = Algorithm(
     ray_learners=True,
     cudagraphs=True,
     # compiled and captured on an H100 (2026-11-27, docs/guides/gpu.md): 275 frames/s against 67
-    # eager, after about 45 s of compiling; on the CPU compiling made its step slower (2026-11-28)
+    # eager, after about 45 s of compiling (from its whole-run rate); on the CPU compiling made its
+    # step slower (2026-11-28)
     auto={"cuda": Auto(compile=True, cudagraphs=True, min_steps=10_000)},
 )

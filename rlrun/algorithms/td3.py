@@ -43,6 +43,6 @@ ALGORITHM = Algorithm(
     ray_learners=True,
     cudagraphs=True,
     # compiled and captured on an H100 (2026-11-27, docs/guides/gpu.md): 111 frames/s against 61
-    # eager, after over 60 s of compiling both phases
+    # eager, after over 60 s of compiling both phases (from its whole-run rate)
     auto={"cuda": Auto(compile=True, cudagraphs=True, min_steps=20_000)},
 )
