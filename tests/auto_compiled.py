@@ -1,12 +1,12 @@
 """A user's algorithm for tests/test_updates.py, imported by ``_target_`` in rlrun processes:
-rlrun's DQN declaring that ``algo.compile=auto`` compiles it on the CPU from 100 optimisation
-steps on (rlrun's own: from 20,000, too long for a test)."""
+rlrun's TD3 declaring that ``algo.compile=auto`` compiles its fused step on the CPU from 100
+optimisation steps on (rlrun's own TD3 declares a compiled step on CUDA only)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from rlrun.algorithms import Auto
-from rlrun.algorithms.dqn import ALGORITHM as DQN
+from rlrun.algorithms.td3 import ALGORITHM as TD3
 
-ALGORITHM = dataclasses.replace(DQN, auto={"cpu": Auto(compile=True, min_steps=100)})
+ALGORITHM = dataclasses.replace(TD3, auto={**TD3.auto, "cpu": Auto(compile=True, min_steps=100)})

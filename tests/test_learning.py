@@ -42,14 +42,15 @@ def test_ppo_learns_cartpole(workdir: Path) -> None:
 
 def test_lstm_learns_masked_cartpole_where_a_memoryless_policy_cannot(workdir: Path) -> None:
     """Recurrent against memoryless: the ppo_lstm preset with its LSTM and with an MLP, on
-    CartPole without velocities, 20k frames each, one sweep. Best batch returns, seeds 0, 1, 2
-    (2026-11-27): LSTM 461, 454, 500; MLP 76.6, 75, 72.4 (it peaks near 65 over 150k frames)."""
+    CartPole without velocities, 12k frames each, one sweep. Best batch returns, seeds 0, 1, 2:
+    LSTM 226, 181, 152; MLP 69.8, 77.7, 71.4 (2026-11-28; at 20k frames LSTM 461, 454, 500, MLP
+    76.6, 75, 72.4, 2026-11-27; the MLP peaks near 65 over 150k frames)."""
     sweep = workdir / "sweep"
-    run_rlrun("-m", "+experiment=ppo_lstm", "policy=lstm,mlp", "trainer.total_frames=20480",
+    run_rlrun("-m", "+experiment=ppo_lstm", "policy=lstm,mlp", "trainer.total_frames=12288",
               "seed=0", f"hydra.sweep.dir={sweep}", *QUIET, cwd=workdir,
               timeout=600)  # fmt: skip
     lstm, mlp = (summary(sweep / job)["train_return_best"] for job in ("0", "1"))
-    assert lstm > 200 and RANDOM_CARTPOLE < mlp < 100, (lstm, mlp)
+    assert lstm > 120 and RANDOM_CARTPOLE < mlp < 100, (lstm, mlp)  # beyond any MLP's best
 
 
 def test_sac_learns_pendulum_and_iql_learns_from_its_recording(workdir: Path) -> None:

@@ -109,30 +109,6 @@ def test_lr_annealing_updates_a_tensor_learning_rate_in_place() -> None:
     assert math.isclose(hook.log(None)["train/lr"], 0.025, rel_tol=1e-6)
 
 
-def test_compiled_fused_step_trains_without_recompiling(workdir: Path) -> None:
-    """``algo.compile=true`` on the CPU: torch.compile of TD3's fused step (sampling, loss,
-    backward, optimiser step, soft target update) with its actor delay, two phases each
-    compiled once, and an annealed learning rate (a float one compiled the step again for each
-    new value). No graph is compiled after the first batch that trains, and the warm-up time is
-    logged apart. (A prioritized sample's path through compile: the CUDA tests.)"""
-    run_rlrun(
-        "+experiment=td3_mujoco", "env=pendulum", "policy.hidden_sizes=[32,32]",
-        "collector.frames_per_batch=64", "replay_buffer.batch_size=64",
-        "trainer.total_frames=192", "collector.init_random_frames=64",
-        "optim.anneal_lr=true", "algo.compile=true", "trainer.progress_bar=false",
-        cwd=workdir, timeout=600,
-    )  # fmt: skip
-    run = run_dirs(workdir)[0]
-    assert summary(run)["status"] == "completed"
-    losses = series(run, "loss_qvalue")
-    assert len(losses) == 3 and all(math.isfinite(v) for _, v in losses)
-    assert all(v > 0 for _, v in series(run, "grad_norm"))
-    graphs = [v for _, v in series(run, "compiled_graphs")]
-    assert len(graphs) == 3 and graphs[0] > 0 and len(set(graphs)) == 1, graphs
-    warmup = [v for _, v in series(run, "update_warmup_s")]
-    assert warmup[0] > 0 and len(set(warmup)) == 1  # compiled in the first batch only
-
-
 def test_auto_picks_what_the_algorithm_declares_for_the_device_and_the_runs_length() -> None:
     """``algo.compile=auto``/``algo.cudagraphs=auto`` (the defaults): the algorithm's measured
     ``Auto`` for the learner's device, in runs long enough to pay the compilation back; true or
@@ -158,34 +134,46 @@ def test_auto_picks_what_the_algorithm_declares_for_the_device_and_the_runs_leng
         assert algorithm.cudagraphs or not any(a.cudagraphs for a in algorithm.auto.values()), name
 
 
-def test_auto_compiles_a_long_enough_run_and_says_so(workdir: Path) -> None:
-    """A user's DQN declaring a compiled CPU step from 100 optimisation steps on
-    (tests/auto_compiled.py), as a sweep: the 128-step job compiles its update step and says so
-    in its first lines, the 64-step one stays eager; ``algo.compile=maybe`` is refused in one
-    line naming the choices."""
-    tests = Path(__file__).parent
+def test_auto_compiles_the_fused_step_of_a_long_enough_run_once_and_says_so(
+    workdir: Path,
+) -> None:
+    """``algo.compile=auto`` (the default) on the CPU with a user's TD3 that declares a compiled
+    CPU step from 100 optimisation steps on (tests/auto_compiled.py), as a sweep: the 64-step
+    job stays eager; the 128-step job says in its first lines that it compiles TD3's fused step
+    (sampling, loss, backward, optimiser step, soft target update) with its actor delay, two
+    phases each compiled once, and an annealed learning rate (a float one compiled the step
+    again for each new value): no graph is compiled after the first batch that trains, and the
+    warm-up time is logged apart. ``algo.compile=maybe`` is refused in one line naming the
+    choices. (A prioritized sample's path through compile: the CUDA tests.)"""
     common = [
-        "+experiment=dqn", "algo._target_=auto_compiled.ALGORITHM", "policy.hidden_sizes=[32,32]",
-        "collector.frames_per_batch=64", "collector.init_random_frames=64",
-        "replay_buffer.batch_size=32", "trainer.progress_bar=false",
+        "+experiment=td3_mujoco", "env=pendulum", "algo._target_=auto_compiled.ALGORITHM",
+        "policy.hidden_sizes=[32,32]", "collector.frames_per_batch=64",
+        "replay_buffer.batch_size=64", "collector.init_random_frames=64", "optim.anneal_lr=true",
+        "trainer.progress_bar=false",
     ]  # fmt: skip
-    env = {"PYTHONPATH": str(tests)}
-    proc = run_rlrun("-m", *common, "trainer.total_frames=192,320", cwd=workdir, env=env)
+    env = {"PYTHONPATH": str(Path(__file__).parent)}
+    proc = run_rlrun("-m", *common, "trainer.total_frames=128,192", cwd=workdir, env=env,
+                     timeout=600)  # fmt: skip
     said = [line for line in proc.stdout.splitlines() if line.startswith("rlrun: update step")]
     assert said == [
-        "rlrun: update step compiled (auto: algo=dqn on cpu, 128 optimisation steps; "
+        "rlrun: update step compiled (auto: algo=td3 on cpu, 128 optimisation steps; "
         "algo.compile=false keeps it eager)"
     ], proc.stdout
     eager, compiled = sorted(run_dirs(workdir), key=lambda run: summary(run)["frames"])
-    assert summary(eager)["frames"] == 192 and summary(compiled)["frames"] == 320
+    assert summary(eager)["frames"] == 128 and summary(compiled)["status"] == "completed"
     assert not (eager / "csv/scalars/train/compiled_graphs.csv").exists()
+    losses = series(compiled, "loss_qvalue")
+    assert len(losses) == 3 and all(math.isfinite(v) for _, v in losses)
+    assert all(v > 0 for _, v in series(compiled, "grad_norm"))
     graphs = [v for _, v in series(compiled, "compiled_graphs")]
-    assert graphs and graphs[0] > 0 and len(set(graphs)) == 1, graphs  # no recompiles
+    assert len(graphs) == 3 and graphs[0] > 0 and len(set(graphs)) == 1, graphs
+    warmup = [v for _, v in series(compiled, "update_warmup_s")]
+    assert warmup[0] > 0 and len(set(warmup)) == 1  # compiled in the first batch only
     wrong = run_rlrun(*common, "algo.compile=maybe", cwd=workdir, env=env, check=False)
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
     assert wrong.stderr.strip().splitlines()[-1] == (
         "rlrun: error: algo.compile=maybe is not a choice; use algo.compile=true, false or auto "
-        "(on where algo=dqn measured a gain)."
+        "(on where algo=td3 measured a gain)."
     )
 
 
