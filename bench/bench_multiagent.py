@@ -1,12 +1,16 @@
-"""Multi-agent benchmark: rlrun's MAPPO and IPPO beside BenchMARL's, same hyperparameters, same
-machine, one run.
+"""Multi-agent benchmark: rlrun's MAPPO, IPPO, MADDPG and IDDPG beside BenchMARL's, same
+hyperparameters, same machine, one run.
 
 For each algorithm and seed, ``rlrun +experiment=mappo_<task> algo=<algo>`` (BenchMARL 1.5.2's
 hyperparameters: 6000 frames a batch from 10 VMAS envs, 45 passes of 400-frame minibatches, lr
 5e-5, 256x256 tanh networks; its task settings) and then BenchMARL itself, in its own virtualenv
 (``bench/baselines/benchmarl_vmas.py``, installed as ``benchmarl_requirements.txt`` says) with
 the same values, both on one thread, taking turns so that both see the same load. A frame is
-one step of one VMAS env, all agents together, in both.
+one step of one VMAS env, all agents together, in both. MADDPG and IDDPG (``--algorithms iddpg
+maddpg``) run ``+experiment=maddpg_<task>`` at the multi-agent guide's quicker settings,
+:data:`QUICK_OFF_POLICY`, which BenchMARL gets as the same values: 1200 frames a batch from 60
+envs, then 200 updates of 128 frames (BenchMARL's ratio, 1000 per 6000), 64x64 networks, lr
+1e-3, a buffer of 100k frames, exploration noise 0.8 to 0.1 over 24k frames.
 
 Per implementation: the team's mean training return (mean over agents of their episode
 returns, over the episodes that ended in a batch) against frames, the mean over seeds with a
@@ -15,6 +19,8 @@ Writes ``bench/results/multiagent.json`` and ``.md`` (``multiagent_<task>`` for 
 than navigation). Usage:
     python bench/bench_multiagent.py [--task navigation|balance] [--algorithms mappo ippo]
         [--seeds 0 1 2] [--frames 120000] [--benchmarl-python /work/benchmarl-venv/bin/python]
+    python bench/bench_multiagent.py --algorithms iddpg maddpg --frames 36000 \
+        --out multiagent_off_policy
 """
 
 from __future__ import annotations
@@ -37,13 +43,32 @@ BENCHMARL = HERE / "baselines" / "benchmarl_vmas.py"
 SAME = ["--frames-per-batch", "6000", "--n-envs", "10", "--epochs", "45",
         "--minibatch-size", "400", "--lr", "5e-5", "--hidden", "256,256"]  # fmt: skip
 BATCH = 6000
+# off-policy at the guide's quicker settings: (rlrun's overrides, BenchMARL's flags), one batch
+QUICK_OFF_POLICY = (
+    ["env.num_envs=60", "collector.frames_per_batch=1200", "policy.hidden_sizes=[64,64]",
+     "optim.lr=1e-3", "replay_buffer.size=100000", "algo.exploration_sigma_end=0.1",
+     "algo.exploration_anneal_frames=24000"],
+    ["--frames-per-batch", "1200", "--n-envs", "60", "--hidden", "64,64", "--lr", "1e-3",
+     "--updates", "200", "--train-batch", "128", "--memory", "100000", "--sigma-end", "0.1",
+     "--anneal-frames", "24000"],
+    1200,
+)  # fmt: skip
+# per algorithm: (rlrun's preset family, rlrun's overrides, BenchMARL's flags, frames a batch)
+PROFILES = {
+    "mappo": ("mappo", [], SAME, BATCH),
+    "ippo": ("mappo", [], SAME, BATCH),
+    "maddpg": ("maddpg", *QUICK_OFF_POLICY),
+    "iddpg": ("maddpg", *QUICK_OFF_POLICY),
+}
 
 
 def run_rlrun(task: str, algo: str, seed: int, frames: int, root: Path) -> dict:
-    """One seed of ``+experiment=mappo_<task> algo=<algo>``: its curve and frames/s."""
+    """One seed of ``+experiment=<family>_<task> algo=<algo>``: its curve and frames/s."""
     run_dir = root / f"rlrun_{algo}_{seed}"
+    family, overrides, _, _ = PROFILES[algo]
     subprocess.run(
-        [str(BIN / "rlrun"), f"+experiment=mappo_{task}", f"algo={algo}", f"seed={seed}",
+        [str(BIN / "rlrun"), f"+experiment={family}_{task}", f"algo={algo}", *overrides,
+         f"seed={seed}",
          f"trainer.total_frames={frames}", "trainer.num_threads=1", "trainer.progress_bar=false",
          "logger=csv", "checkpoint.backend=none", f"hydra.run.dir={run_dir}"],
         check=True, capture_output=True, env={**os.environ, "RL_WARNINGS": "0"},
@@ -55,11 +80,11 @@ def run_rlrun(task: str, algo: str, seed: int, frames: int, root: Path) -> dict:
 
 
 def run_benchmarl(python: str, task: str, algo: str, seed: int, frames: int, root: Path) -> dict:
-    """One seed of BenchMARL's ``algo`` on ``task`` with :data:`SAME`, in its own venv."""
+    """One seed of BenchMARL's ``algo`` on ``task`` with the same values, in its own venv."""
     out = root / f"benchmarl_{algo}_{seed}.json"
     subprocess.run(
         [python, str(BENCHMARL), "--algorithm", algo, "--task", task, "--seed", str(seed),
-         "--frames", str(frames), *SAME, "--threads", "1", "--out", str(out)],
+         "--frames", str(frames), *PROFILES[algo][2], "--threads", "1", "--out", str(out)],
         check=True, capture_output=True,
     )  # fmt: skip
     return json.loads(out.read_text())
@@ -91,11 +116,16 @@ def summarise(runs: list[dict], points: list[int]) -> dict:
 
 def table(task: str, results: dict, points: list[int]) -> str:
     head = " | ".join(f"return at {p // 1000}k frames" for p in points)
+    families = sorted({PROFILES[algo][0] for algo in results})
+    same = " and ".join(
+        f"{f}_{task}'s" + (", at the guide's quicker settings" if f == "maddpg" else "")
+        for f in families
+    )
     lines = [
         f"### Multi-agent: VMAS {task}, rlrun beside BenchMARL\n",
         "Team return (mean over agents), mean of the seeds with a 95% bootstrap interval; "
-        f"frames/s of training on one thread. Same hyperparameters (mappo_{task}'s, "
-        "BenchMARL 1.5.2's defaults), same machine, runs alternating.\n",
+        f"frames/s of training on one thread. Same hyperparameters ({same}; "
+        "BenchMARL 1.5.2's defaults otherwise), same machine, runs alternating.\n",
         f"| algorithm | implementation | {head} | frames/s |",
         "|---|---|" + "---|" * len(points) + "---|",
     ]
@@ -117,13 +147,14 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--task", choices=["navigation", "balance"], default="navigation")
     p.add_argument("--out", help="results name in bench/results (default: multiagent[_<task>])")
-    p.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"])
+    p.add_argument("--algorithms", nargs="+", choices=sorted(PROFILES), default=["mappo", "ippo"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--frames", type=int, default=120_000)
     p.add_argument("--benchmarl-python", default=os.environ.get(
         "BENCHMARL_PYTHON", "/work/benchmarl-venv/bin/python"))  # fmt: skip
     args = p.parse_args()
-    frames = -(-args.frames // BATCH) * BATCH
+    batch = max(PROFILES[algo][3] for algo in args.algorithms)
+    frames = -(-args.frames // batch) * batch
     have_benchmarl = Path(args.benchmarl_python).exists()
     if not have_benchmarl:
         print(f"no BenchMARL at {args.benchmarl_python}: rlrun only (see {BENCHMARL.name})",
@@ -142,7 +173,8 @@ def main() -> int:
                         )
                     )
                 print(f"{algo} seed {seed} done", flush=True)
-    points = [frames // 4 // BATCH * BATCH, frames // 2 // BATCH * BATCH, frames]
+    points = [frames // 4 // BATCH * BATCH, frames // 2 // BATCH * BATCH, frames]  # episodes
+    # of VMAS's 100 steps end every 6000 frames at 60 envs, as at 10 envs and 6000 a batch
     results = {a: {i: summarise(r, points) for i, r in by.items()} for a, by in raw.items()}
     command = "python bench/bench_multiagent.py " + " ".join(sys.argv[1:])
     name = args.out or ("multiagent" if args.task == "navigation" else f"multiagent_{args.task}")

@@ -1,4 +1,4 @@
-"""Baseline for ``bench/``: BenchMARL's MAPPO or IPPO on a VMAS task, timed against rlrun.
+"""Baseline for ``bench/``: BenchMARL's MAPPO, IPPO, MADDPG or IDDPG on a VMAS task, beside rlrun.
 
 Run it with BenchMARL's own interpreter, not rlrun's: BenchMARL 1.5.2 needs torchrl<0.12 while
 rlrun uses torchrl 0.14 (see ``benchmarl_requirements.txt`` beside this file)::
@@ -23,6 +23,12 @@ How BenchMARL reads the flags (from benchmarl 1.5.2's source):
   own grad-norm clip at ``clip_grad_val``=5; GAE (gamma 0.99, lambda 0.9) is computed once per
   batch with the pre-update critic; advantages are *not* normalised; no value clipping; l2
   critic loss with coefficient 1; entropy coefficient 0; TanhNormal continuous actions;
+- off-policy (MADDPG, IDDPG): per iteration ``--frames-per-batch`` frames from ``--n-envs``
+  envs (``off_policy_collected_frames_per_batch``, ``off_policy_n_envs_per_worker``), then
+  ``--updates`` Adam steps (``off_policy_n_optimizer_steps``) on ``--train-batch`` frames drawn
+  from a buffer of ``--memory`` frames; exploration noise from ``exploration_eps_init`` (0.8)
+  to ``--sigma-end`` over ``--anneal-frames`` frames (``AdditiveGaussianModule.step`` with each
+  batch's frames), soft targets with ``polyak_tau`` 0.005, no random first frames;
 - VMAS's ``max_steps`` horizon sets ``terminated`` (torchrl's VmasEnv has no ``truncated``), so
   GAE does not bootstrap at the time limit.
 """
@@ -40,13 +46,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from benchmarl.algorithms import IppoConfig, MappoConfig
+from benchmarl.algorithms import IddpgConfig, IppoConfig, MaddpgConfig, MappoConfig
 from benchmarl.environments import VmasTask
 from benchmarl.experiment import Experiment, ExperimentConfig
 from benchmarl.experiment.callback import Callback
 from benchmarl.models.mlp import MlpConfig
 
-ALGORITHMS = {"mappo": MappoConfig, "ippo": IppoConfig}
+ALGORITHMS = {
+    "mappo": MappoConfig,
+    "ippo": IppoConfig,
+    "maddpg": MaddpgConfig,
+    "iddpg": IddpgConfig,
+}
 TASKS = {"navigation": VmasTask.NAVIGATION, "balance": VmasTask.BALANCE}
 
 
@@ -57,11 +68,16 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--frames", type=int, default=12_000, help="max_n_frames")
     p.add_argument("--frames-per-batch", type=int, default=6000)
-    p.add_argument("--n-envs", type=int, default=60, help="on_policy_n_envs_per_worker")
+    p.add_argument("--n-envs", type=int, default=60, help="on/off_policy_n_envs_per_worker")
     p.add_argument("--epochs", type=int, default=45, help="on_policy_n_minibatch_iters")
     p.add_argument("--minibatch-size", type=int, default=400)
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--hidden", default="256,256", help="MLP num_cells, comma-separated")
+    p.add_argument("--updates", type=int, default=1000, help="off_policy_n_optimizer_steps")
+    p.add_argument("--train-batch", type=int, default=128, help="off_policy_train_batch_size")
+    p.add_argument("--memory", type=int, default=1_000_000, help="off_policy_memory_size")
+    p.add_argument("--sigma-end", type=float, default=0.01, help="exploration_eps_end")
+    p.add_argument("--anneal-frames", type=int, help="exploration_anneal_frames (default: 1/3)")
     p.add_argument(
         "--threads",
         type=int,
@@ -138,6 +154,13 @@ def main() -> None:
     config.on_policy_n_envs_per_worker = args.n_envs
     config.on_policy_n_minibatch_iters = args.epochs
     config.on_policy_minibatch_size = args.minibatch_size
+    config.off_policy_collected_frames_per_batch = args.frames_per_batch
+    config.off_policy_n_envs_per_worker = args.n_envs
+    config.off_policy_n_optimizer_steps = args.updates
+    config.off_policy_train_batch_size = args.train_batch
+    config.off_policy_memory_size = args.memory
+    config.exploration_eps_end = args.sigma_end
+    config.exploration_anneal_frames = args.anneal_frames
     config.lr = args.lr
     # Comparable frames/s: BenchMARL skips evaluation when there is neither a logger nor the
     # marl-eval JSON, and log_training's per-step .item() calls only run with a logger.
