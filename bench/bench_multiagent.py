@@ -19,8 +19,7 @@ Writes ``bench/results/multiagent.json`` and ``.md`` (``multiagent_<task>`` for 
 than navigation). Usage:
     python bench/bench_multiagent.py [--task navigation|balance] [--algorithms mappo ippo]
         [--seeds 0 1 2] [--frames 120000] [--benchmarl-python /work/benchmarl-venv/bin/python]
-    python bench/bench_multiagent.py --algorithms iddpg maddpg --frames 36000 \
-        --out multiagent_off_policy
+    python bench/bench_multiagent.py --algorithms iddpg --frames 36000 --out multiagent_iddpg
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ BENCHMARL = HERE / "baselines" / "benchmarl_vmas.py"
 SAME = ["--frames-per-batch", "6000", "--n-envs", "10", "--epochs", "45",
         "--minibatch-size", "400", "--lr", "5e-5", "--hidden", "256,256"]  # fmt: skip
 BATCH = 6000
-# off-policy at the guide's quicker settings: (rlrun's overrides, BenchMARL's flags), one batch
+# off-policy at the guide's quicker settings: (rlrun's overrides, BenchMARL's flags, frames a batch)
 QUICK_OFF_POLICY = (
     ["env.num_envs=60", "collector.frames_per_batch=1200", "policy.hidden_sizes=[64,64]",
      "optim.lr=1e-3", "replay_buffer.size=100000", "algo.exploration_sigma_end=0.1",
