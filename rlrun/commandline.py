@@ -289,6 +289,8 @@ def _preset_mismatch(text: str) -> str:
         for f in files("rlrun.conf").joinpath("experiment").iterdir()
         if f.name.startswith(chosen) and f.name.endswith(".yaml")
     )
+    task = preset.partition("_")[2]  # mappo_navigation: maddpg_navigation first, if there is one
+    presets = [p for p in presets if task and p.endswith(f"_{task}")] or presets
     use = f"use +experiment={' or +experiment='.join(presets)}, or " if presets else ""
     return (
         f"+experiment={preset} sets {key}, which {group}={chosen} does not have (a preset is "
