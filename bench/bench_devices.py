@@ -55,7 +55,8 @@ BASELINES = {
     "sac": ("plain_torch_sac.py", ["--env", "Pendulum-v1", "--random", "1000", "--frames", "4000"]),
     "sac_halfcheetah": ("plain_torch_sac.py", ["--random", "1000", "--frames", "4000"]),
     "td3_halfcheetah": ("plain_torch_sac.py", ["--random", "1000", "--frames", "4000"]),
-    "dqn": ("plain_torch_dqn.py", ["--random", "1024", "--frames", "20480"]),
+    # rlrun flushes denormal floats (trainer.flush_denormal), so does its baseline here
+    "dqn": ("plain_torch_dqn.py", ["--random", "1024", "--frames", "20480", "--flush-denormal"]),
 }
 EAGER = ["algo.compile=false", "algo.cudagraphs=false"]  # each variant as named, not auto's pick
 VARIANTS = {

@@ -317,6 +317,7 @@ class TrainerConfig:
     progress_bar: bool = MISSING
     progress_every_s: float = ranged(0)
     num_threads: int | None = ranged(1)
+    flush_denormal: bool = MISSING
     learner_backend: LearnerBackend = MISSING
     num_learners: int = ranged(1)
 

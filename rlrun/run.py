@@ -194,6 +194,7 @@ def build_trainer(
     where = placement(cfg)  # every device of the run, decided once (rlrun/builders/devices.py)
     hooks = parse_hooks(cfg.hooks)  # checked before anything heavy is built
     torch.set_num_threads(cfg.trainer.num_threads or 1)
+    torch.set_flush_denormal(cfg.trainer.flush_denormal)  # before torch starts its threads
     seed_everything(cfg.seed)
     if cfg.deterministic:  # rlrun/builders/determinism.py
         make_deterministic(cfg)

@@ -23,6 +23,7 @@ from rlrun.errors import ConfigError
 CPU = torch.device("cpu")
 GPU0, GPU1 = torch.device("cuda", 0), torch.device("cuda", 1)
 PACKAGE = Path(devices.__file__).parent
+TESTS_PATH = {"PYTHONPATH": str(Path(__file__).parent)}  # probe_hooks.py, in rlrun processes
 
 
 def where(*overrides: str, gpus: int = 2):
@@ -204,9 +205,19 @@ def test_run_saved_on_cuda_resumes_on_cpu(workdir: Path) -> None:
     assert result["status"] == "completed" and result["frames"] == 512
 
 
-def test_tiny_run_on_cpu_through_the_placement(workdir: Path) -> None:
-    """``device=auto`` on a machine without CUDA is a CPU run, end to end."""
+def test_tiny_run_on_cpu_through_the_placement_flushes_denormals_unless_told_not_to(
+    workdir: Path,
+) -> None:
+    """``device=auto`` on a machine without CUDA is a CPU run, end to end; its floats below
+    float32's smallest normal number are zero by default (``trainer.flush_denormal``), IEEE's
+    with ``trainer.flush_denormal=false``, each job of one process as it says."""
     if torch.cuda.is_available():
         pytest.skip("checks the CPU fallback of device=auto")
-    run_rlrun("+experiment=ppo", *TINY, "device=auto", cwd=workdir)
-    assert summary(run_dirs(workdir)[0])["status"] == "completed"
+    probe = ["+hooks.probe._target_=probe_hooks.Denormals", "+hooks.probe.at=post_steps",
+             "+hooks.probe.path=flush_${trainer.flush_denormal}.txt"]  # fmt: skip
+    run_rlrun("-m", "+experiment=ppo", *TINY, "device=auto", "trainer.flush_denormal=true,false",
+              "hydra.sweep.dir=sweep", *probe, cwd=workdir, env=TESTS_PATH)  # fmt: skip
+    for job in ("0", "1"):
+        assert summary(workdir / "sweep" / job)["status"] == "completed"
+    assert float((workdir / "flush_True.txt").read_text()) == 0.0
+    assert 0.0 < float((workdir / "flush_False.txt").read_text()) < 1.2e-38

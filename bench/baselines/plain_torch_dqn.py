@@ -8,6 +8,7 @@ epsilon annealed linearly from 1 to 0.01 over 10000 frames: the preset's setting
 framework. Prints one JSON line (frames/s over the run, update steps/s once learning started).
 
 Usage: python bench/baselines/plain_torch_dqn.py --frames 20480 --random 1024 [--device cuda]
+    [--flush-denormal]
 """
 
 from __future__ import annotations
@@ -31,8 +32,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256, help="frames collected per batch")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--flush-denormal", action="store_true", help="floats under 1.2e-38 as 0, as rlrun's"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    torch.set_flush_denormal(args.flush_denormal)
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
     env = gym.make_vec(
