@@ -172,8 +172,8 @@ def main() -> int:
                         )
                     )
                 print(f"{algo} seed {seed} done", flush=True)
-    points = [frames // 4 // BATCH * BATCH, frames // 2 // BATCH * BATCH, frames]  # episodes
-    # of VMAS's 100 steps end every 6000 frames at 60 envs, as at 10 envs and 6000 a batch
+    # VMAS's 100-step episodes end every 6000 frames (60 envs, or 10 envs in 6000-frame batches)
+    points = [frames // 4 // BATCH * BATCH, frames // 2 // BATCH * BATCH, frames]
     results = {a: {i: summarise(r, points) for i, r in by.items()} for a, by in raw.items()}
     command = "python bench/bench_multiagent.py " + " ".join(sys.argv[1:])
     name = args.out or ("multiagent" if args.task == "navigation" else f"multiagent_{args.task}")
