@@ -4,6 +4,7 @@ own module, a front end that answers without torch."""
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import subprocess
@@ -37,23 +38,28 @@ def _skipped_lines(tree: ast.AST) -> set[int]:
     return skipped
 
 
+@functools.cache
+def _tokens(path: Path) -> tuple[tokenize.TokenInfo, ...]:
+    """The tokens of ``path`` outside its docstrings and other packages' imports, read once:
+    the check asks each file about every algorithm's name."""
+    source = path.read_text()
+    skipped = _skipped_lines(ast.parse(source))
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return tuple(tok for tok in tokens if tok.start[0] not in skipped)
+
+
 def mentions(path: Path, name: str, root: Path = ROOT, identifiers: bool = True) -> list[str]:
     """Where the code of ``path`` names algorithm ``name``: in a string (``"sac"``,
     ``"algo=sac"``, ``"rlrun.algorithms.sac"``; a preset, ``+experiment=sac``, is a YAML file
     of its own) or, with ``identifiers``, in a name (``make_sac_networks``); comments,
     docstrings and other packages' imports aside."""
-    source = path.read_text()
-    skipped = _skipped_lines(ast.parse(source))
     word = re.compile(rf"(?<!\w)(?<!experiment=){re.escape(name)}(?!\w)")
     found = []
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.start[0] in skipped:
-            continue
-        where = f"{path.relative_to(root)}:{tok.start[0]}"
+    for tok in _tokens(path):
         if tok.type == tokenize.STRING and word.search(tok.string):
-            found.append(f"{where}: {tok.string[:60]}")
+            found.append(f"{path.relative_to(root)}:{tok.start[0]}: {tok.string[:60]}")
         elif identifiers and tok.type == tokenize.NAME and name in tok.string.lower().split("_"):
-            found.append(f"{where}: {tok.string}")
+            found.append(f"{path.relative_to(root)}:{tok.start[0]}: {tok.string}")
     return found
 
 
