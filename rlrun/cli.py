@@ -26,7 +26,7 @@ from rlrun.builders.imports import unprobed, unused_probes
 from rlrun.builders.ray_runtime import uses_ray
 from rlrun.commandline import check_command_line, describe_config_error, register_configs
 from rlrun.compat.cpython import run_exit_steps
-from rlrun.compat.hydra import known_mode
+from rlrun.compat.hydra import known_config, known_mode, task_name
 from rlrun.errors import ConfigError, RunError
 from rlrun.folders.folder_lock import hold
 from rlrun.folders.provenance import COMMAND_ENV
@@ -215,7 +215,8 @@ def command_line() -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, then print them short
     try:
-        checked = check_command_line(sys.argv[1:])  # before Hydra creates a folder
+        # before Hydra creates a folder
+        checked = check_command_line(sys.argv[1:], task_name(_hydra_main.__wrapped__))
         if checked is not None:
             # Hydra writes into the folder checked (its time and random tag would resolve
             # anew), and this process holds it until it ends; a refusal shows the command as
@@ -224,6 +225,8 @@ def command_line() -> None:
             sys.argv[1:] = with_override(argv, f"{checked.key}={path_value(checked.folder)}")
             hold(checked.folder, "run", command=args)
             known_mode(checked.mode)  # composed once above: Hydra need not compose to read it
+            if checked.config is not None:  # nor compose the run's config again
+                known_config(checked.config, list(checked.overrides))
         _hydra_main()
     except ConfigError as err:
         print(f"rlrun: error: {err}", file=sys.stderr)

@@ -9,6 +9,7 @@ script then pins that folder and holds it (``rlrun/folders/folder_lock.py``).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from rlrun.algorithms import register_schemas, shipped
 from rlrun.config import PolicyConfig, RootConfig, store_schemas
@@ -48,6 +49,8 @@ class Checked:
     folder: Path
     force: tuple[str, ...] = ()
     mode: Any = None  # the config's hydra.mode (a RunMode, or None: -m decides)
+    config: DictConfig | None = None  # one run's config as composed, before any check read it
+    overrides: tuple[str, ...] = ()  # what ``config`` was composed with
 
 
 SWEEP_ONLY = ("hydra/launcher", "hydra/sweeper", "hparams_search")  # groups Hydra reads with -m
@@ -74,11 +77,13 @@ def check_sweep_settings(overrides: list[str]) -> None:
         )
 
 
-def check_command_line(args: list[str]) -> Checked | None:
+def check_command_line(args: list[str], job_name: str) -> Checked | None:
     """Compose what ``rlrun ARGS`` will run, with Hydra's own parser, and check it (every job
     of a basic sweep) before Hydra creates a run or sweep folder, for the console script to
     pin and hold that folder (``rlrun/folders/folder_lock.py``); None for Hydra's info modes
-    (``--cfg``, ``--info``, ...) and custom primary configs, which are left to Hydra."""
+    (``--cfg``, ``--info``, ...) and custom primary configs, which are left to Hydra. The
+    jobs are composed as Hydra names them (``job_name``), so that a single run's config is
+    the one Hydra would compose, for Hydra to take (:attr:`Checked.config`)."""
     from hydra import compose, initialize_config_module
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -114,9 +119,12 @@ def check_command_line(args: list[str]) -> Checked | None:
             fixed = OverridesParser.create().parse_overrides(overrides)
             jobs = [[o.input_line for o in fixed if not o.is_sweep_override()]]
     force: tuple[str, ...] = ()
-    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
+    single = None  # the config of a run (no -m) on rlrun's own config tree
+    with initialize_config_module("rlrun.conf", version_base="1.3", job_name=job_name):
         for job in jobs[:MAX_CHECKED_JOBS]:
             cfg = compose("config", overrides=[*job, *extra], return_hydra_config=True)
+            if not (parsed.multirun or extra):
+                single = copy.deepcopy(cfg)  # 0.02 s: as Hydra gave it, whatever reads it
             try:
                 validate(cfg)
                 key = "hydra.sweep.dir" if parsed.multirun else "hydra.run.dir"
@@ -136,7 +144,7 @@ def check_command_line(args: list[str]) -> Checked | None:
         if enumerated:
             groups = set(cfg.hydra.runtime.choices)
             force = keys_of_swept_groups(overrides, groups, extra)
-    return Checked(key, folder, force, cfg.hydra.mode)
+    return Checked(key, folder, force, cfg.hydra.mode, single, tuple(overrides))
 
 
 def keys_of_swept_groups(

@@ -105,7 +105,16 @@ def test_built_wheel_ships_the_config_tree(tmp_path):
     assert where.stdout.startswith(str(site))
 
 
-def test_a_run_says_where_it_is_and_ends_with_a_summary(workdir):
+def test_a_run_says_where_it_is_and_ends_with_a_summary(workdir, monkeypatch):
+    """... and Hydra ran, and recorded, the config the console script composed and checked
+    (composed once: ``known_config`` in rlrun/compat/hydra.py): Hydra's own composition of
+    the same command line gives the ``hydra.yaml`` the run saved."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from rlrun.commandline import register_configs
+
     proc = run_rlrun("+experiment=ppo", *TINY, cwd=workdir)
     lines = proc.stdout.strip().splitlines()
     (run_dir,) = run_dirs(workdir)
@@ -115,6 +124,18 @@ def test_a_run_says_where_it_is_and_ends_with_a_summary(workdir):
     assert lines[-2].startswith(f"rlrun: completed: {done['frames']} frames in ")
     assert f"train return last {done['train_return_last']:.4g}" in lines[-2]
     assert lines[-1].startswith(f"rlrun: report: rlrun report {where}  (train on: rlrun resume=")
+
+    saved = OmegaConf.to_container(OmegaConf.load(run_dir / ".hydra" / "hydra.yaml").hydra)
+    monkeypatch.chdir(workdir)
+    GlobalHydra.instance().clear()
+    register_configs()
+    overrides = ["+experiment=ppo", *TINY, f"hydra.run.dir={where}", "hydra.mode=RUN"]
+    with initialize_config_module("rlrun.conf", version_base="1.3", job_name="cli"):
+        own = compose("config", overrides=overrides, return_hydra_config=True)
+    own = OmegaConf.to_container(own.hydra, enum_to_str=True)
+    assert own["runtime"].pop("output_dir") == "???"  # set by Hydra's run_job:
+    assert saved["runtime"].pop("output_dir") == str(run_dir)
+    assert saved == own
 
 
 def test_without_a_terminal_progress_is_plain_lines(workdir) -> None:

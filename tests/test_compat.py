@@ -440,6 +440,38 @@ def check_known_mode() -> str | None:
     return params(Hydra.get_mode, "self", "config_name", "overrides")
 
 
+def check_task_name() -> str | None:
+    from hydra._internal.utils import _run_hydra
+
+    from rlrun.compat.hydra import task_name
+
+    if task_name(check_task_name) != "test_compat":
+        return f"a task function of tests/test_compat.py names its job {task_name(check_task_name)}"
+    return contains(
+        _run_hydra,
+        "detect_calling_file_or_module_from_task_function(task_function)",
+        "task_name = detect_task_name(calling_file, calling_module)",
+    )
+
+
+def check_known_config() -> str | None:
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.hydra import Hydra
+
+    called = "self config_name overrides run_mode from_shell validate_sweep_overrides".split()
+    return first(
+        params(ConfigLoaderImpl.load_configuration, *called),
+        contains(Hydra.compose_config, "self.config_loader.load_configuration("),
+        contains(Hydra.run, "self.compose_config(", "run_mode=RunMode.RUN"),
+        params(ConfigLoaderImpl._apply_overrides_to_config, "overrides", "cfg"),
+        contains(
+            ConfigLoaderImpl._load_configuration_impl,
+            "ConfigLoaderImpl._apply_overrides_to_config(config_overrides, cfg)",
+            "cfg.hydra.overrides.hydra.append(override.input_line)",
+        ),
+    )
+
+
 def check_hydra_basic_sweeper() -> str | None:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeperConf
 
@@ -682,6 +714,14 @@ ENTRIES = [
         check_hydra_basic_sweeper,
     ),
     Entry(H, ("known_mode",), "Hydra.get_mode, as _run_hydra calls it", HYDRA, check_known_mode),
+    Entry(H, ("task_name",), "hydra._internal.utils.detect_task_name", HYDRA, check_task_name),
+    Entry(
+        H,
+        ("known_config",),
+        "ConfigLoaderImpl.load_configuration, _apply_overrides_to_config",
+        HYDRA,
+        check_known_config,
+    ),
     Entry(H, ("basic_sweep_jobs",), "BasicSweeper.split_arguments", HYDRA, check_basic_sweep_jobs),
     Entry(
         H,
