@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrun import __version__
 from rlrun.algorithms import shipped
-from rlrun.builders.imports import unprobed, unused_probes
+from rlrun.builders.imports import collection_paused, unprobed, unused_probes
 from rlrun.builders.ray_runtime import uses_ray
 from rlrun.commandline import check_command_line, describe_config_error, register_configs
 from rlrun.compat.cpython import run_exit_steps
@@ -112,7 +112,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
     # a sweep's later jobs may run in this process, and any of them may use Ray
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
-    with unprobed(unused_probes(ray=sweep or uses_ray(cfg))):  # TorchRL's import-time probes
+    # TorchRL's import-time probes, and Python's garbage collector, paused for the imports
+    with unprobed(unused_probes(ray=sweep or uses_ray(cfg))), collection_paused():
         from rlrun.run import run_job
 
     try:
@@ -215,8 +216,8 @@ def command_line() -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, then print them short
     try:
-        # before Hydra creates a folder
-        checked = check_command_line(sys.argv[1:], task_name(_hydra_main.__wrapped__))
+        with collection_paused():  # it imports torch; and before Hydra creates a folder
+            checked = check_command_line(sys.argv[1:], task_name(_hydra_main.__wrapped__))
         if checked is not None:
             # Hydra writes into the folder checked (its time and random tag would resolve
             # anew), and this process holds it until it ends; a refusal shows the command as

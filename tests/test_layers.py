@@ -119,12 +119,16 @@ def test_a_run_imports_no_optional_package_it_does_not_use(workdir: Path) -> Non
     """TorchRL probes Ray, MuJoCo and torchsnapshot as its modules are imported; a PPO run on
     CartPole, and its evaluation, import none of them (``rlrun/builders/imports.py``
     ``unprobed``). A sweep keeps Ray's probe: its later jobs, in the same process, may use Ray.
-    The MuJoCo, Ray and torchsnapshot tests run with them."""
+    The MuJoCo, Ray and torchsnapshot tests run with them. Python's garbage collector is paused
+    while they import torch and TorchRL (``collection_paused``; unpaused, 6 full passes walked
+    the imports), then runs, with what was imported frozen out of its passes."""
     code = (
-        "import atexit, runpy, sys\n"
+        "import atexit, gc, runpy, sys\n"
         "probes = ('ray', 'mujoco', 'torchsnapshot', 'torchrl')\n"
         "atexit.register(lambda: print('imported:', *[m for m in probes if m in sys.modules],"
         " file=sys.stderr))\n"
+        "atexit.register(lambda: print('gc:', gc.isenabled(), gc.get_freeze_count(),"
+        " gc.get_stats()[2]['collections'], file=sys.stderr))\n"
         "runpy.run_module('rlrun', run_name='__main__')\n"
     )
     tiny = ["+experiment=ppo", "trainer.total_frames=256", "collector.frames_per_batch=256",
@@ -139,3 +143,5 @@ def test_a_run_imports_no_optional_package_it_does_not_use(workdir: Path) -> Non
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert proc.stderr.strip().splitlines()[-1] == f"imported: {imported}", proc.stderr[-2000:]
+        enabled, frozen, full_passes = proc.stderr.strip().splitlines()[-2].split()[1:]
+        assert enabled == "True" and int(frozen) > 100_000 and int(full_passes) <= 2, proc.stderr

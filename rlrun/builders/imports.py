@@ -7,6 +7,7 @@ anything heavy is imported; builders resolve the same paths when they build.
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import importlib.abc
 import importlib.util
@@ -111,10 +112,37 @@ def unprobed(packages: Collection[str]) -> Iterator[None]:
         sys.meta_path.remove(finder)
 
 
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the block imports torch, tensordict and
+    TorchRL, and what the block loaded then frozen out of the collector's later passes
+    (``gc.freeze``). Their imports make about 600,000 long-lived objects, and each full pass
+    walks all of them: 6 full passes took 0.5 s of the 3.5 s that importing ``rlrun.run`` takes
+    (2026-11-28, 2 cores), and a 1024-frame ``rlrun +experiment=ppo`` took a median 4.56 s of
+    wall time paused against 5.78 s not (12 paired runs, median ratio 0.85). Modules stay loaded
+    for the process's life anyway; what this keeps is the cyclic garbage the imports leave
+    behind (a run's peak memory 392 MiB against 382). Frozen only where the block imported
+    something: a sweep's later jobs, whose imports are done, freeze nothing of an earlier
+    job's. After the block the collector runs as usual (inside a block already paused, the
+    outer block's end decides)."""
+    if not gc.isenabled():
+        yield
+        return
+    loaded = len(sys.modules)
+    gc.disable()
+    try:
+        yield
+    finally:
+        if len(sys.modules) > loaded:
+            gc.freeze()
+        gc.enable()
+
+
 def import_unprobed(module: str) -> ModuleType:
     """``module``, imported (with TorchRL, if it imports it first) without TorchRL's probes of
     the optional packages (:func:`unprobed`): for a command in a process of its own that uses
     none of them (``rlrun eval``, ``export``, ``record``); ``rlrun.load`` in a user's Python
-    session leaves their packages as they are."""
-    with unprobed(TORCHRL_PROBES):
+    session leaves their packages as they are), the garbage collector paused meanwhile
+    (:func:`collection_paused`)."""
+    with unprobed(TORCHRL_PROBES), collection_paused():
         return importlib.import_module(module)
