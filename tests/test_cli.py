@@ -106,9 +106,10 @@ def test_built_wheel_ships_the_config_tree(tmp_path):
 
 
 def test_a_run_says_where_it_is_and_ends_with_a_summary(workdir, monkeypatch):
-    """... and Hydra ran, and recorded, the config the console script composed and checked
-    (composed once: ``known_config`` in rlrun/compat/hydra.py): Hydra's own composition of
-    the same command line gives the ``hydra.yaml`` the run saved."""
+    """A run names its folder and ends with a summary line; Hydra ran, and recorded, the config
+    the console script composed and checked (composed once: ``known_config`` in
+    rlrun/compat/hydra.py): Hydra's own composition of the same command line gives the
+    ``hydra.yaml`` the run saved."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
@@ -133,7 +134,7 @@ def test_a_run_says_where_it_is_and_ends_with_a_summary(workdir, monkeypatch):
     with initialize_config_module("rlrun.conf", version_base="1.3", job_name="cli"):
         own = compose("config", overrides=overrides, return_hydra_config=True)
     own = OmegaConf.to_container(own.hydra, enum_to_str=True)
-    assert own["runtime"].pop("output_dir") == "???"  # set by Hydra's run_job:
+    assert own["runtime"].pop("output_dir") == "???"  # Hydra's run_job sets it
     assert saved["runtime"].pop("output_dir") == str(run_dir)
     assert saved == own
 
