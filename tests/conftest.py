@@ -141,9 +141,9 @@ def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def compose(*overrides: str):
+def compose(*overrides: str, job_name: str = "app"):
     """The config ``rlrun OVERRIDES`` would run (Hydra's compose API, rlrun's schemas), with
-    the ``hydra`` node set up for code that reads it."""
+    the ``hydra`` node set up for code that reads it (its job named ``job_name``)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
@@ -152,7 +152,7 @@ def compose(*overrides: str):
 
     GlobalHydra.instance().clear()
     register_configs()
-    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
+    with initialize_config_module("rlrun.conf", version_base="1.3", job_name=job_name):
         return hydra_compose(
             config_name="config", overrides=list(overrides), return_hydra_config=True
         )

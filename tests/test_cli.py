@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import TINY, run_dirs, run_rlrun, summary
+from conftest import TINY, compose, run_dirs, run_rlrun, summary
 
 
 def test_help_lists_groups_fast(workdir):
@@ -110,11 +110,7 @@ def test_a_run_says_where_it_is_and_ends_with_a_summary(workdir, monkeypatch):
     the console script composed and checked (composed once: ``known_config`` in
     rlrun/compat/hydra.py): Hydra's own composition of the same command line gives the
     ``hydra.yaml`` the run saved."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
-
-    from rlrun.commandline import register_configs
 
     proc = run_rlrun("+experiment=ppo", *TINY, cwd=workdir)
     lines = proc.stdout.strip().splitlines()
@@ -128,11 +124,8 @@ def test_a_run_says_where_it_is_and_ends_with_a_summary(workdir, monkeypatch):
 
     saved = OmegaConf.to_container(OmegaConf.load(run_dir / ".hydra" / "hydra.yaml").hydra)
     monkeypatch.chdir(workdir)
-    GlobalHydra.instance().clear()
-    register_configs()
-    overrides = ["+experiment=ppo", *TINY, f"hydra.run.dir={where}", "hydra.mode=RUN"]
-    with initialize_config_module("rlrun.conf", version_base="1.3", job_name="cli"):
-        own = compose("config", overrides=overrides, return_hydra_config=True)
+    own = compose("+experiment=ppo", *TINY, f"hydra.run.dir={where}", "hydra.mode=RUN",
+                  job_name="cli")  # fmt: skip
     own = OmegaConf.to_container(own.hydra, enum_to_str=True)
     assert own["runtime"].pop("output_dir") == "???"  # Hydra's run_job sets it
     assert saved["runtime"].pop("output_dir") == str(run_dir)

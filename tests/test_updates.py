@@ -297,7 +297,7 @@ def test_a_hook_on_each_sample_keeps_sampling_in_the_trainer(tmp_path: Path) -> 
 def test_dqn_copies_its_target_every_target_update_period_steps(tmp_path: Path) -> None:
     """``algo.target_update_period=4`` copies on steps 4, 8, 12, ... (TorchRL's ``HardUpdate``,
     asked for 4, copies every 5th: rlrun asks it for one less)."""
-    # eager: the preset's 500k frames would have auto compile the step, for 13 steps
+    # eager: with the preset's 500k frames, algo.compile=auto would compile the step
     overrides = ["+experiment=dqn", "algo.target_update_period=4", "collector.init_random_frames=0",
                  "algo.compile=false"]  # fmt: skip
     with built(tmp_path, *overrides) as (_, trainer):
