@@ -22,7 +22,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrun import __version__
 from rlrun.algorithms import shipped
-from rlrun.builders.imports import collection_paused, unprobed, unused_probes
+from rlrun.builders.imports import (
+    collection_paused,
+    collection_paused_while_spawning,
+    unprobed,
+    unused_probes,
+)
 from rlrun.builders.ray_runtime import uses_ray
 from rlrun.commandline import check_command_line, describe_config_error, register_configs
 from rlrun.compat.cpython import run_exit_steps
@@ -36,6 +41,8 @@ from rlrun.folders.resume import path_value, resume_args
 # plugins' names on purpose (the plugin's dataclass validates them); Hydra warns about it on each
 # composition. Launcher workers get the same filter from hydra_plugins/rlrun_sweepers/__init__.py.
 warnings.filterwarnings("ignore", message=r"\n'hydra/.*' is validated against ConfigStore")
+# a worker process spawned by a run imports this module first (as its main), then TorchRL
+collection_paused_while_spawning()
 SUBCOMMANDS = {
     "report": "rlrun.commands.report",
     "eval": "rlrun.commands.eval",

@@ -2,14 +2,16 @@
 
 ``build_locked`` is the example's lock-holding policy *without* the ``rlrun_copyable = False``
 declaration, so rlrun must find out by itself that it cannot be copied. With ``trace_dir``,
-each process that runs a network appends ``<process name> <weight checksum>`` to its own file
-whenever the checksum changes: a test reads which processes ran the policy and whether the
-weights they ran changed.
+each process that runs a network appends ``<process name> <weight checksum> <garbage
+collector on> <objects frozen>`` to its own file whenever the checksum changes: a test reads
+which processes ran the policy, whether the weights they ran changed, and how the process
+left Python's garbage collector.
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import multiprocessing
 import os
 from collections.abc import Sequence
@@ -38,7 +40,7 @@ class UndeclaredLockedMLP(LockedMLP):
                 self.last = checksum
                 name = multiprocessing.current_process().name
                 with open(Path(self.trace_dir) / f"{os.getpid()}.txt", "a") as f:
-                    f.write(f"{name} {checksum}\n")
+                    f.write(f"{name} {checksum} {gc.isenabled()} {gc.get_freeze_count()}\n")
         return super().forward(x)
 
 

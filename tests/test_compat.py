@@ -582,6 +582,17 @@ def check_exit_steps() -> str | None:
     return first(missing(threading, "_shutdown"), missing(atexit, "_run_exitfuncs"))
 
 
+def check_spawning() -> str | None:
+    import multiprocessing.spawn
+
+    return contains(
+        multiprocessing.spawn._main,
+        "process.current_process()._inheriting = True",
+        "prepare(preparation_data)",
+        "del process.current_process()._inheriting",
+    )
+
+
 ENTRIES = [
     Entry(
         PY,
@@ -589,6 +600,9 @@ ENTRIES = [
         "threading._shutdown, atexit._run_exitfuncs",
         CPYTHON,
         check_exit_steps,
+    ),
+    Entry(
+        PY, ("spawning",), "multiprocessing.current_process()._inheriting", CPYTHON, check_spawning
     ),
     Entry(
         T, ("CapturablePPOLoss",), "ClipPPOLoss._get_entropy", TORCHRL, check_capturable_ppo_loss

@@ -13,8 +13,9 @@ The rule: outside this package, only public names of TorchRL, tensordict and Hyd
 methods they document for subclasses to define (an env's ``_reset``, ``_step``, ``_set_seed``;
 a transform's ``_call``, ...). Where a public API does the job, it is used instead of an entry.
 
-``cpython`` holds the one private step of Python's own that rlrun takes (the first steps of
-the interpreter's exit, so that a finished command need not wait for its teardown).
+``cpython`` holds the private steps of Python's own that rlrun takes (the first steps of the
+interpreter's exit, so that a finished command need not wait for its teardown; whether
+multiprocessing is still starting a spawned worker).
 
 This is rlrun's lowest layer: its modules import torch and those libraries, and nothing of rlrun
 but ``rlrun.errors``. ``rlrun.compat.hydra`` stays light (Hydra only, no torch): the console
