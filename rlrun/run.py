@@ -93,6 +93,7 @@ from rlrun.builders.pruning import is_pruned, register_pruning
 from rlrun.builders.ray_runtime import cpus_reserved, ray_session, uses_ray
 from rlrun.builders.training import Context
 from rlrun.builders.updates import make_optimizer
+from rlrun.compat.torchrl import set_num_threads_kept
 from rlrun.errors import ConfigError
 from rlrun.folders.folder_lock import hold, release
 from rlrun.folders.provenance import record_environment
@@ -193,7 +194,7 @@ def build_trainer(
     started = started if started is not None else ExitStack()
     where = placement(cfg)  # every device of the run, decided once (rlrun/builders/devices.py)
     hooks = parse_hooks(cfg.hooks)  # checked before anything heavy is built
-    torch.set_num_threads(cfg.trainer.num_threads or 1)
+    set_num_threads_kept(cfg.trainer.num_threads or 1)  # also once TorchRL closes a batched env
     torch.set_flush_denormal(cfg.trainer.flush_denormal)  # before torch starts its threads
     seed_everything(cfg.seed)
     if cfg.deterministic:  # rlrun/builders/determinism.py

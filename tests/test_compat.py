@@ -120,6 +120,18 @@ def check_reduce_loss() -> str | None:
     return params(LossModule._reduce_loss, "self", "loss", "tensordict")
 
 
+def check_num_threads_kept() -> str | None:
+    import torchrl
+    from torchrl.collectors import MultiCollector
+    from torchrl.envs.batched_envs import BatchedEnvBase
+
+    return first(
+        missing(torchrl, "_THREAD_POOL_INIT"),
+        contains(BatchedEnvBase.close, "torchrl._THREAD_POOL_INIT"),
+        contains(MultiCollector._shutdown_main, "torchrl._THREAD_POOL_INIT"),
+    )
+
+
 def check_optim_count() -> str | None:
     from torchrl.trainers import Trainer
 
@@ -625,6 +637,13 @@ ENTRIES = [
         T, ("ensemble_qvalues",), "CQLLoss._vmap_qvalue_networkN0", TORCHRL, check_ensemble_qvalues
     ),
     Entry(T, ("reduce_loss",), "LossModule._reduce_loss", TORCHRL, check_reduce_loss),
+    Entry(
+        T,
+        ("set_num_threads_kept",),
+        "torchrl._THREAD_POOL_INIT",
+        TORCHRL,
+        check_num_threads_kept,
+    ),
     Entry(T, ("optim_count",), "Trainer._optim_count", TORCHRL, check_optim_count),
     Entry(T, ("last_save", "set_last_save"), "Trainer._last_save", TORCHRL, check_last_save),
     Entry(

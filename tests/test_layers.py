@@ -121,7 +121,9 @@ def test_a_run_imports_no_optional_package_it_does_not_use(workdir: Path) -> Non
     ``unprobed``). A sweep keeps Ray's probe: its later jobs, in the same process, may use Ray.
     The MuJoCo, Ray and torchsnapshot tests run with them. Python's garbage collector is paused
     while they import torch and TorchRL (``collection_paused``; unpaused, 6 full passes walked
-    the imports), then runs, with what was imported frozen out of its passes."""
+    the imports), then runs, with what was imported frozen out of its passes. A run keeps
+    ``trainer.num_threads`` (1) to its end, a ParallelEnv's included: TorchRL raised it to 2
+    when the collector closed the env after the last batch (``set_num_threads_kept``)."""
     code = (
         "import atexit, gc, runpy, sys\n"
         "probes = ('ray', 'mujoco', 'torchsnapshot', 'torchrl')\n"
@@ -129,19 +131,23 @@ def test_a_run_imports_no_optional_package_it_does_not_use(workdir: Path) -> Non
         " file=sys.stderr))\n"
         "atexit.register(lambda: print('gc:', gc.isenabled(), gc.get_freeze_count(),"
         " gc.get_stats()[2]['collections'], file=sys.stderr))\n"
+        "atexit.register(lambda: print('threads:', sys.modules['torch'].get_num_threads(),"
+        " file=sys.stderr))\n"
         "runpy.run_module('rlrun', run_name='__main__')\n"
     )
     tiny = ["+experiment=ppo", "trainer.total_frames=256", "collector.frames_per_batch=256",
             "trainer.progress_bar=false"]  # fmt: skip
-    for args, imported in (
-        ([*tiny, "hydra.run.dir=run"], "torchrl"),
-        (["eval", "run", "episodes=1"], "torchrl"),
-        (["-m", *tiny, "seed=0,1", "hydra.sweep.dir=sweep"], "ray torchrl"),
+    for args, imported, threads in (
+        ([*tiny, "env.parallel=true", "env.num_envs=2", "hydra.run.dir=run"], "torchrl", "1"),
+        (["eval", "run", "episodes=1"], "torchrl", None),
+        (["-m", *tiny, "seed=0,1", "hydra.sweep.dir=sweep"], "ray torchrl", None),  # jobs: forks
     ):
         proc = subprocess.run(
             [sys.executable, "-c", code, *args], cwd=workdir, capture_output=True, text=True
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert proc.stderr.strip().splitlines()[-1] == f"imported: {imported}", proc.stderr[-2000:]
-        enabled, frozen, full_passes = proc.stderr.strip().splitlines()[-2].split()[1:]
+        said = proc.stderr.strip().splitlines()
+        assert said[-1] == f"imported: {imported}", proc.stderr[-2000:]
+        enabled, frozen, full_passes = said[-2].split()[1:]
         assert enabled == "True" and int(frozen) > 100_000 and int(full_passes) <= 2, proc.stderr
+        assert threads is None or said[-3] == f"threads: {threads}", proc.stderr[-2000:]

@@ -224,8 +224,8 @@ def _rebuild(run_dir: Path, cfg: DictConfig, checkpoint: str | None) -> Trained:
             ac = build_policy(policy, train_env.observation_spec, actions, device)
             load_weights(ac.actor, train_env, held, backend, device)
             frames = frames_of(held)
-        finally:
-            train_env.close()
+        finally:  # a ParallelEnv (env.parallel=true) read for its specs has no workers to close
+            train_env.close(raise_if_closed=False)
     ac.actor.eval()
     policy = on_device(ac.rollout_policy("eval"), where.eval_policy)
     stats = next((t for t in train_env.transform if isinstance(t, VecNormV2)), None)

@@ -109,6 +109,24 @@ def reduce_loss(loss: LossModule, value: torch.Tensor, tensordict: TensorDictBas
     return loss._reduce_loss(value, tensordict=tensordict)
 
 
+# --- threads ----------------------------------------------------------------------------------
+
+
+def set_num_threads_kept(threads: int) -> None:
+    """``torch.set_num_threads(threads)`` for the rest of the process. When a batched env
+    (``SerialEnv``, ``ParallelEnv``: PettingZoo's envs, ``env.parallel=true``) or a multi-process
+    collector closes, TorchRL sets the count to ``min(count at its import, count + workers)``:
+    a collector closes its env once it has collected the last batch, so a run trained its last
+    batch, evaluated and saved with 2 threads on 2 cores where ``trainer.num_threads`` says 1.
+    Setting what TorchRL returns to keeps the count. Private (torchrl 0.14.1):
+    ``torchrl._THREAD_POOL_INIT``, read by ``BatchedEnvBase.close`` and the multi-process
+    collectors' shutdown; no option turns that step off."""
+    import torchrl
+
+    torch.set_num_threads(threads)
+    torchrl._THREAD_POOL_INIT = threads
+
+
 # --- the Trainer ------------------------------------------------------------------------------
 
 
