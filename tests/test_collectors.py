@@ -208,11 +208,11 @@ def test_multi_sync_policy_factory_sends_weights_to_two_workers(workdir: Path) -
         "collector.policy_factory=${policy._target_}",
         cwd=workdir, env=USER_PATH,
     )  # fmt: skip
-    runs, collectors = {}, {}
+    runs, gc_states = {}, {}
     for file in trace.glob("*.txt"):
         lines = [line.split() for line in file.read_text().splitlines()]
         runs[lines[0][0]] = [float(checksum) for _, checksum, *_ in lines]
-        collectors[lines[0][0]] = {(enabled, int(frozen)) for *_, enabled, frozen in lines}
+        gc_states[lines[0][0]] = {(enabled, int(frozen)) for *_, enabled, frozen in lines}
     main = set(runs.pop("MainProcess"))
     assert len(runs) == 2, runs  # two worker processes ran the policy
     for checksums in runs.values():
@@ -221,7 +221,7 @@ def test_multi_sync_policy_factory_sends_weights_to_two_workers(workdir: Path) -
     # each process ran with Python's garbage collector on, what it imported frozen out of its
     # passes (rlrun/builders/imports.py: collection_paused, and in the spawned workers
     # collection_paused_while_spawning)
-    for name, states in collectors.items():
+    for name, states in gc_states.items():
         assert all(on == "True" and frozen > 100_000 for on, frozen in states), (name, states)
     assert summary(run_dirs(workdir)[0])["status"] == "completed"
 
