@@ -130,7 +130,10 @@ def test_the_cnn_reads_floats_in_0_1_on_the_learner_while_buffers_keep_uint8(tmp
 def test_the_replay_buffer_stores_single_frames_and_samples_the_collected_stacks(tmp_path: Path):
     """dqn_atari's buffer keeps each frame once; every sampled observation and next observation
     is the stack the agent saw, across episode starts (short episodes) and several envs."""
-    cfg = compose("+experiment=dqn_atari", "env.num_envs=2", "env.max_episode_steps=12")
+    cfg = compose(
+        "+experiment=dqn_atari", "env.num_envs=2", "env.max_episode_steps=12",
+        "replay_buffer.size=1000",
+    )  # fmt: skip
     env = make_env(cfg.env, seed=0)
     collector = Collector(
         env, RandomPolicy(env.full_action_spec["action"]), frames_per_batch=96, total_frames=192,
