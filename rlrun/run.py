@@ -255,7 +255,8 @@ def build_trainer(
     compiled, cudagraphs = (
         (False, False) if remote else algorithm.fast_path(cfg.algo, where.learner.type, steps)
     )
-    if AUTO in (cfg.algo.get("compile"), cfg.algo.get("cudagraphs")) and compiled:
+    picked = {"compile": compiled, "cudagraphs": cudagraphs}
+    if any(on and cfg.algo.get(key) == AUTO for key, on in picked.items()):  # not when set
         how = "compiled" + " and captured in a CUDA graph" * cudagraphs
         print(
             f"rlrun: update step {how} (auto: algo={cfg.algo.name} on {where.learner.type}, "

@@ -139,12 +139,13 @@ def test_auto_compiles_the_fused_step_of_a_long_enough_run_once_and_says_so(
 ) -> None:
     """``algo.compile=auto`` (the default) on the CPU with a user's TD3 that declares a compiled
     CPU step from 100 optimisation steps on (tests/auto_compiled.py), as a sweep: the 64-step
-    job stays eager; the 128-step job says in its first lines that it compiles TD3's fused step
+    job stays eager; the 192-step job says in its first lines that it compiles TD3's fused step
     (sampling, loss, backward, optimiser step, soft target update) with its actor delay, two
     phases each compiled once, and an annealed learning rate (a float one compiled the step
     again for each new value): no graph is compiled after the first batch that trains, and the
     warm-up time is logged apart. ``algo.compile=maybe`` is refused in one line naming the
-    choices. (A prioritized sample's path through compile: the CUDA tests.)"""
+    choices, and a compile the user set is not said to be picked. (A prioritized sample's path
+    through compile: the CUDA tests.)"""
     common = [
         "+experiment=td3_mujoco", "env=pendulum", "algo._target_=auto_compiled.ALGORITHM",
         "policy.hidden_sizes=[32,32]", "collector.frames_per_batch=64",
@@ -152,15 +153,15 @@ def test_auto_compiles_the_fused_step_of_a_long_enough_run_once_and_says_so(
         "trainer.progress_bar=false",
     ]  # fmt: skip
     env = {"PYTHONPATH": str(Path(__file__).parent)}
-    proc = run_rlrun("-m", *common, "trainer.total_frames=128,192", cwd=workdir, env=env,
+    proc = run_rlrun("-m", *common, "trainer.total_frames=64,192", cwd=workdir, env=env,
                      timeout=600)  # fmt: skip
     said = [line for line in proc.stdout.splitlines() if line.startswith("rlrun: update step")]
     assert said == [
-        "rlrun: update step compiled (auto: algo=td3 on cpu, 128 optimisation steps; "
+        "rlrun: update step compiled (auto: algo=td3 on cpu, 192 optimisation steps; "
         "algo.compile=false keeps it eager)"
     ], proc.stdout
     eager, compiled = sorted(run_dirs(workdir), key=lambda run: summary(run)["frames"])
-    assert summary(eager)["frames"] == 128 and summary(compiled)["status"] == "completed"
+    assert summary(eager)["frames"] == 64 and summary(compiled)["status"] == "completed"
     assert not (eager / "csv/scalars/train/compiled_graphs.csv").exists()
     losses = series(compiled, "loss_qvalue")
     assert len(losses) == 3 and all(math.isfinite(v) for _, v in losses)
@@ -169,6 +170,10 @@ def test_auto_compiles_the_fused_step_of_a_long_enough_run_once_and_says_so(
     assert len(graphs) == 3 and graphs[0] > 0 and len(set(graphs)) == 1, graphs
     warmup = [v for _, v in series(compiled, "update_warmup_s")]
     assert warmup[0] > 0 and len(set(warmup)) == 1  # compiled in the first batch only
+    # set by the user, not picked: nothing said (64 frames, all random: nothing compiled)
+    forced = run_rlrun(*common, "algo.compile=true", "collector.init_random_frames=128",
+                       "trainer.total_frames=64", cwd=workdir, env=env)  # fmt: skip
+    assert "rlrun: update step" not in forced.stdout, forced.stdout
     wrong = run_rlrun(*common, "algo.compile=maybe", cwd=workdir, env=env, check=False)
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
     assert wrong.stderr.strip().splitlines()[-1] == (

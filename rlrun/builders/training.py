@@ -53,10 +53,12 @@ class Training:
     advantages: list[ValueEstimatorBase] = field(default_factory=list)
 
     def steps_in(self, total_frames: int, frames_per_batch: int, random_frames: int) -> int:
-        """The optimisation steps of a run of ``total_frames`` (none in its first
-        ``random_frames``)."""
-        batches = max(0, total_frames - random_frames) // frames_per_batch
-        return batches * self.optim_steps_per_batch * self.num_epochs
+        """The optimisation steps of a run of ``total_frames``, counted as TorchRL runs them:
+        its collector rounds the frames up to whole batches, and its Trainer optimises on each
+        batch from the one that brings the frames collected to ``random_frames`` on."""
+        batches = -(-total_frames // frames_per_batch)
+        waiting = max(1, -(-random_frames // frames_per_batch)) - 1  # batches not trained on
+        return max(0, batches - waiting) * self.optim_steps_per_batch * self.num_epochs
 
     def episodes_end_at(self, key: str) -> None:
         """Targets and advantages end an episode at ``key`` (Atari's ``end_of_life``) instead
