@@ -57,7 +57,7 @@ class Training:
         its collector rounds the frames up to whole batches, and its Trainer optimises on each
         batch from the one that brings the frames collected to ``random_frames`` on."""
         batches = -(-total_frames // frames_per_batch)
-        waiting = max(1, -(-random_frames // frames_per_batch)) - 1  # batches not trained on
+        waiting = max(0, -(-random_frames // frames_per_batch) - 1)  # batches not trained on
         return max(0, batches - waiting) * self.optim_steps_per_batch * self.num_epochs
 
     def episodes_end_at(self, key: str) -> None:
