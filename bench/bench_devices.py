@@ -6,7 +6,7 @@ Runs ``rlrun`` as a user does, one case after another: PPO on CartPole (16 and 2
 Pendulum and HalfCheetah, TD3 on HalfCheetah, DQN on CartPole. Reports, per case and variant,
 frames/s over the whole run (compiling included), the steady rate (median ``train/fps`` over the
 second half of the batches) and update steps/s once learning started; for the plain loops
-(``baselines/plain_torch_sac.py``, the baseline of SAC and TD3, and ``plain_torch_dqn.py``),
+(``baselines/plain_torch_sac.py``, ``plain_torch_td3.py`` and ``plain_torch_dqn.py``),
 frames/s over the run and update steps/s. CUDA variants run only where CUDA is; elsewhere the
 table says they were not run.
 
@@ -54,7 +54,7 @@ CASES = {
 BASELINES = {
     "sac": ("plain_torch_sac.py", ["--env", "Pendulum-v1", "--random", "1000", "--frames", "4000"]),
     "sac_halfcheetah": ("plain_torch_sac.py", ["--random", "1000", "--frames", "4000"]),
-    "td3_halfcheetah": ("plain_torch_sac.py", ["--random", "1000", "--frames", "4000"]),
+    "td3_halfcheetah": ("plain_torch_td3.py", ["--random", "1000", "--frames", "4000"]),
     # rlrun flushes denormal floats (trainer.flush_denormal), so does its baseline here
     "dqn": ("plain_torch_dqn.py", ["--random", "1024", "--frames", "20480", "--flush-denormal"]),
 }
@@ -118,7 +118,7 @@ def table(results: dict) -> str:
         "",
         "frames/s over the whole run (compiling included) / steady (median `train/fps`, second "
         "half of the batches), and (u/s) update steps/s once learning started. `plain`: the "
-        "plain PyTorch loop of the same shape (SAC's for SAC and TD3), frames/s over its run. "
+        "plain PyTorch loop of the same shape and algorithm, frames/s over its run. "
         "`--` where not run.",
         "",
         "| case | " + " | ".join(columns) + " |",

@@ -1,11 +1,12 @@
-"""MuJoCo benchmark: SAC and TD3 speed against a lean PyTorch SAC, and learning runs set beside
+"""MuJoCo benchmark: SAC and TD3 speed against lean PyTorch loops, and learning runs set beside
 published learning curves.
 
 - Speed: ``rlrun +experiment=sac_mujoco`` and ``td3_mujoco`` on HalfCheetah-v5 for ``--frames``
-  frames (the first ``--random`` random), and ``baselines/plain_torch_sac.py`` (the same network
-  shapes, one update per frame, batch 256) in the same run, in ``--repeats`` rounds: frames/s
-  over the whole run, update steps/s once learning started, and their ratio to the plain loop's
-  within each round (the goal: 0.9x or more).
+  frames (the first ``--random`` random), and ``baselines/plain_torch_sac.py`` and
+  ``plain_torch_td3.py`` (the same algorithms and network shapes, one update per frame, batch
+  256) in the same run, in ``--repeats`` rounds: frames/s over the whole run, update steps/s
+  once learning started, and each rlrun run's ratio to its plain loop's within each round (the
+  goal: 0.9x or more).
 - Learning (``--only learning``): the presets as a user runs them, one ``rlrun -m`` sweep per
   preset over envs and ``--seeds``, two jobs side by side (joblib launcher): ``sac_mujoco`` and
   ``td3_mujoco`` on HalfCheetah-v5 and Hopper-v5, ``ppo_mujoco`` on Hopper-v5, each for its budget
@@ -92,25 +93,25 @@ def learning(preset: str, envs: list[str], frames: int, seeds: list[int], root: 
     return {"rows": rows, "sweep_wall_s": round(wall, 1)}
 
 
-PLAIN = "plain PyTorch SAC"
+# each rlrun preset timed here, and its plain PyTorch loop (``baselines/``)
+PLAIN = {"sac_mujoco": "plain PyTorch SAC", "td3_mujoco": "plain PyTorch TD3"}
 
 
 def speed_rounds(frames: int, random: int, repeats: int, root: Path) -> dict:
-    """``repeats`` rounds of the three runs one after the other, and each rlrun run's update
-    steps/s as a ratio to the plain loop's of the same round (a shared machine moves single
+    """``repeats`` rounds of the four runs one after the other, and each rlrun run's update
+    steps/s as a ratio to its plain loop's of the same round (a shared machine moves single
     runs by a fifth or more, measured 2026-11-25; a round's runs share its conditions)."""
     rounds = []
     for _ in range(repeats):
-        row = {
-            "rlrun sac_mujoco": speed("sac_mujoco", frames, random, root),
-            "rlrun td3_mujoco": speed("td3_mujoco", frames, random, root),
-            PLAIN: run_script(
-                HERE / "baselines" / "plain_torch_sac.py",
+        row = {}
+        for preset, plain in PLAIN.items():
+            row[f"rlrun {preset}"] = speed(preset, frames, random, root)
+            row[plain] = run_script(
+                HERE / "baselines" / f"plain_torch_{preset.split('_')[0]}.py",
                 ["--frames", str(frames), "--random", str(random)],
-            ),
-        }
-        for name in ("rlrun sac_mujoco", "rlrun td3_mujoco"):
-            row[name]["ratio"] = round(row[name]["updates_per_s"] / row[PLAIN]["updates_per_s"], 3)
+            )
+            ours = row[f"rlrun {preset}"]
+            ours["ratio"] = round(ours["updates_per_s"] / row[plain]["updates_per_s"], 3)
         rounds.append(row)
         print(json.dumps(row), flush=True)
     names = list(rounds[0])
@@ -172,7 +173,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--frames", type=int, default=4000)
     parser.add_argument("--random", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=3, help="speed: rounds of the three runs")
+    parser.add_argument("--repeats", type=int, default=3, help="speed: rounds of the four runs")
     parser.add_argument("--only", nargs="+", default=["speed"], choices=["speed", "learning"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--sac-frames", type=int, default=30000)

@@ -42,7 +42,7 @@ def ray_speed(ax: Any, data: dict) -> None:
 
 
 def mujoco_speed(ax: Any, data: dict) -> None:
-    """SAC and TD3 update steps/s against a plain PyTorch SAC (bench_mujoco.py)."""
+    """SAC and TD3 update steps/s against plain PyTorch SAC and TD3 loops (bench_mujoco.py)."""
     medians = data["speed"]["median"]
     bars(ax, {k: v["updates_per_s"] for k, v in medians.items()}, "update steps/s")
     ax.set_title(f"HalfCheetah-v5, median of 3 rounds\n{data['machine']}", fontsize=9)

@@ -90,9 +90,18 @@ class PlainSAC:
                 for p, pt in zip(net.parameters(), tgt.parameters(), strict=True):
                     pt.lerp_(p, 0.005)
 
+    def explore(self, o: torch.Tensor) -> torch.Tensor:
+        """The collector's action: a sample of the policy."""
+        return self.act(o)[0]
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+    def update(self, *batch: torch.Tensor) -> None:
+        self.loss(*batch).backward()
+        self.step()
+
+
+def arguments(doc: str) -> argparse.Namespace:
+    """The command line every plain off-policy loop here shares."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--env", default="HalfCheetah-v5")
     parser.add_argument("--frames", type=int, default=4000)
     parser.add_argument("--random", type=int, default=1000)
@@ -101,11 +110,18 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
+    return args
+
+
+def train(make_agent, args: argparse.Namespace) -> None:
+    """One env, a numpy replay buffer, ``--random`` random frames, then one ``agent.update``
+    of a batch of 256 per collected frame; prints the JSON line. ``make_agent(obs_dim,
+    act_dim, low, high, device)`` builds the agent (``explore`` and ``update``)."""
     device = torch.device(args.device)
     env = gym.make(args.env)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     space = env.action_space
-    sac = PlainSAC(obs_dim, act_dim, space.low, space.high, device)
+    agent = make_agent(obs_dim, act_dim, space.low, space.high, device)
     size = args.frames
     buf_o = np.zeros((size, obs_dim), np.float32)
     buf_a = np.zeros((size, act_dim), np.float32)
@@ -121,7 +137,7 @@ def main() -> None:
         else:
             with torch.no_grad():
                 o = torch.as_tensor(obs, dtype=torch.float32, device=device)[None]
-                action = sac.act(o)[0][0].cpu().numpy()
+                action = agent.explore(o)[0].cpu().numpy()
         obs2, reward, terminated, truncated, _ = env.step(action)
         buf_o[t], buf_a[t], buf_r[t], buf_o2[t], buf_d[t] = obs, action, reward, obs2, terminated
         obs = env.reset()[0] if terminated or truncated else obs2
@@ -132,8 +148,7 @@ def main() -> None:
         batch = (
             torch.as_tensor(b[idx], device=device) for b in (buf_o, buf_a, buf_r, buf_o2, buf_d)
         )
-        sac.loss(*batch).backward()
-        sac.step()
+        agent.update(*batch)
         updates += 1
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -147,6 +162,10 @@ def main() -> None:
             }
         )
     )
+
+
+def main() -> None:
+    train(PlainSAC, arguments(__doc__))
 
 
 if __name__ == "__main__":
