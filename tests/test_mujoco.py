@@ -4,6 +4,7 @@ and used by evaluation, and the one-line error without the mujoco extra."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from pathlib import Path
 
@@ -115,7 +116,8 @@ def delayed_loss(algo: str) -> tuple[Callable[[], DelayedActor], Callable[[Delay
             lambda loss: {"log_alpha": loss.log_alpha},
         )
     ac = make_td3_networks(observation_spec=OBS, action_spec=ACTION, hidden_sizes=[16])
-    cls = with_delayed_actor({"td3": TD3Loss, "td3_bc": TD3BCLoss}[algo])
+    # as twin_delayed builds them: the actor's term not computed in between
+    cls = with_delayed_actor({"td3": TD3Loss, "td3_bc": TD3BCLoss}[algo], skips_actor=True)
     return (
         lambda: cls(ac.actor, ac.qvalue, action_spec=ACTION, policy_delay=3),
         lambda loss: loss.target_actor_network_params.flatten_keys(),
@@ -158,6 +160,44 @@ def test_the_actor_learns_every_policy_delay_critic_steps(algo: str) -> None:
     del state["critic_steps"]  # a checkpoint from before the actor was delayed
     resumed.load_state_dict(state)
     assert resumed._steps == 0
+
+
+@pytest.mark.parametrize("loss_class", [TD3Loss, TD3BCLoss])
+def test_skipping_the_actor_term_between_updates_trains_the_same(loss_class: type) -> None:
+    """TD3's critic-only steps without the actor's term (``skips_actor``, as rlrun builds TD3
+    and TD3+BC) give the same weights as TorchRL's loss computing it every step; in between,
+    the loss reports the actor's last update."""
+    torch.manual_seed(0)
+    ac = make_td3_networks(observation_spec=OBS, action_spec=ACTION, hidden_sizes=[16])
+    batches = [td3_batch() for _ in range(7)]
+    weights, logged = [], []
+    for skips in (False, True):
+        nets = copy.deepcopy(ac)
+        torch.manual_seed(1)  # TorchRL draws the second critic's initial weights
+        loss = with_delayed_actor(loss_class, skips_actor=skips)(
+            nets.actor, nets.qvalue, action_spec=ACTION, policy_delay=3
+        )
+        loss.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
+        optimizer = torch.optim.Adam(loss.parameters(), lr=1e-2)
+        step = UpdateStep(
+            loss,
+            optimizer,
+            10.0,
+            torch.device("cpu"),
+            target_updater=DelayedSoftUpdate(loss, tau=0.5),
+        )
+        trainer = type("T", (), {"_post_loss_hook": lambda self, batch: None})()
+        torch.manual_seed(2)  # the same target smoothing noise
+        logged.append([step.step(trainer, b.clone())["loss_actor"] for b in batches])
+        weights.append(loss.state_dict())
+    for key, value in weights[0].items():
+        assert torch.equal(value, weights[1][key]), key
+    computed, skipped = logged
+    assert torch.equal(skipped[2], computed[2]) and torch.equal(skipped[5], computed[5])
+    # steps 4 and 5 report step 3's update, step 7 step 6's; the first two compute it once
+    assert [torch.equal(skipped[i], computed[2]) for i in (3, 4)] == [True, True]
+    assert torch.equal(skipped[6], computed[5]) and not torch.equal(computed[6], computed[5])
+    assert torch.equal(skipped[0], computed[0])
 
 
 class RecordingQ(nn.Module):

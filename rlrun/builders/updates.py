@@ -92,8 +92,9 @@ class UpdateStep(OptimizationStepper):
     (one foreach lerp) ends it, so sample, loss, backward, clip, optimiser step and target update
     are one function that compiles and captures. What has Python state stays outside that function,
     stepped here between two calls: a hard target copy (its counter), TD3's actor delay (the
-    loss's ``begin_step`` picks one of two functions, each captured on its own), the learning
-    rate (a tensor, annealed in place by its hook).
+    loss's ``begin_step`` picks one of two functions, each captured on its own; a step for which
+    the loss is not ``steady`` runs eagerly), the learning rate (a tensor, annealed in place by
+    its hook).
 
     Without a sampler (PPO's minibatches, prioritized or slice replay), the Trainer's
     ``process_optim_batch`` hooks hand the batch in, and its ``post_loss`` hooks see it afterwards
@@ -181,8 +182,12 @@ class UpdateStep(OptimizationStepper):
 
     def step(self, trainer: Trainer, sub_batch: TensorDictBase) -> TensorDictBase:
         phase = self.begin() if self.begin is not None else None
-        update = self.function(phase)
-        warming = self.calls[phase] < self.warmup_calls
+        if getattr(self.loss, "steady", True):
+            update = self.function(phase)
+            warming = self.calls[phase] < self.warmup_calls
+        else:  # unlike the later steps of its phase (TD3's first critic steps): not compiled
+            update = self.update if self.sampler is None else self.fused_update
+            warming = False
         started = time.perf_counter() if warming else 0.0
         try:
             if self.sampler is not None:  # ``sub_batch``: the collected batch, not trained on
