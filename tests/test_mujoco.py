@@ -194,10 +194,10 @@ def test_skipping_the_actor_term_between_updates_trains_the_same(loss_class: typ
         assert torch.equal(value, weights[1][key]), key
     computed, skipped = logged
     assert torch.equal(skipped[2], computed[2]) and torch.equal(skipped[5], computed[5])
-    # steps 4 and 5 report step 3's update, step 7 step 6's; the first two compute it once
+    # steps 4 and 5 report step 3's update, step 7 step 6's; the first computes it once
     assert [torch.equal(skipped[i], computed[2]) for i in (3, 4)] == [True, True]
     assert torch.equal(skipped[6], computed[5]) and not torch.equal(computed[6], computed[5])
-    assert torch.equal(skipped[0], computed[0])
+    assert torch.equal(skipped[0], computed[0]) and torch.equal(skipped[1], computed[0])
 
 
 class RecordingQ(nn.Module):

@@ -199,12 +199,12 @@ class DelayedActor:
 
     Where the actor's term is a method of its own that nothing else in the loss reads (TD3's and
     TD3+BC's ``actor_loss``: ``skips_actor``), the steps in between do not compute it at all, as
-    a plain TD3 loop does not: they report the values of the actor's last update instead
-    (gradients and random draws are the same either way; TD3 on HalfCheetah-v5 on the CPU: 120
-    update steps/s computing it, 131 skipping it, 2026-12-06). Those values are kept in tensors
-    updated in place, which a compiled or captured step reads; the critic steps before the
-    actor's first update, which compute the term once to create them, are not :attr:`steady`
-    and run eagerly.
+    a plain TD3 loop does not: they report those of the actor's last update (or of the first
+    step) instead (gradients and random draws are the same either way; TD3 on HalfCheetah-v5 on
+    the CPU: 120 update steps/s computing it, 131 skipping it, 2026-12-06). Those values are
+    kept in tensors updated in place, which a compiled or captured step reads; the first step,
+    which creates them, is not :attr:`steady` and runs eagerly. With ``policy_delay=1`` nothing
+    is skipped.
     """
 
     delayed: tuple[str, ...] = ("loss_actor",)
@@ -213,6 +213,7 @@ class DelayedActor:
     def __init__(self, *args: Any, policy_delay: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.policy_delay = policy_delay
+        self.skips_actor = self.skips_actor and policy_delay > 1
         self.register_buffer("critic_steps", torch.zeros((), dtype=torch.long))
         self._steps = 0  # the buffer's value, kept on the host (no device sync per step)
         self.actor_updated = False
@@ -239,9 +240,10 @@ class DelayedActor:
 
     @property
     def steady(self) -> bool:
-        """Whether this step is the same function as the later ones of its phase (not so for a
-        critic step that must compute the skipped actor term once)."""
-        return not self.skips_actor or self.actor_updated or self._last_actor is not None
+        """Whether this step is the same function as the later ones of its phase: not so for
+        the first step of a run (or of its resume), which creates the tensors of the skipped
+        actor term."""
+        return not self.skips_actor or self._last_actor is not None
 
     def actor_loss(self, tensordict: TensorDictBase) -> tuple[torch.Tensor, dict]:
         if not self.skips_actor:
