@@ -185,7 +185,7 @@ class UpdateStep(OptimizationStepper):
         if getattr(self.loss, "steady", True):
             update = self.function(phase)
             warming = self.calls[phase] < self.warmup_calls
-        else:  # unlike the later steps of its phase (TD3's first critic steps): not compiled
+        else:  # unlike the later steps of its phase (TD3's first step): not compiled
             update = self.update if self.sampler is None else self.fused_update
             warming = False
         started = time.perf_counter() if warming else 0.0
