@@ -2,7 +2,7 @@
 networks ``+experiment=sac`` builds, fused Adam, gradient clipping, soft target update) against
 the plain PyTorch step of ``baselines/plain_torch_sac.py``, phase by phase, on the same random
 batches of 256 in one process, one thread, interleaved rounds; then one twin-Q evaluation as
-TorchRL vmaps it against two plain MLP calls.
+TorchRL vmaps it against two plain MLP calls and against both critics as one batched module.
 
     python bench/bench_sac_step.py [--env Pendulum-v1] [--steps 300]
 
@@ -89,24 +89,48 @@ def plain_phases(env: GymEnv) -> Callable[[], dict[str, float]]:
     return step
 
 
-def twin_q(env: GymEnv, calls: int) -> dict[str, float]:
-    """One twin-Q forward (ms): vmapped over stacked parameters, as TorchRL's losses call it,
-    and as two plain MLP calls."""
+def batched_twin_q(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """Both critics as one module: each layer one ``baddbmm`` over the stacked weights (the
+    ensemble TorchRL's vmap builds, written out), ReLU between layers."""
+    h = x.expand(2, *x.shape)
+    for layer in (0, 2, 4):
+        weight, bias = params[f"{layer}.weight"], params[f"{layer}.bias"]
+        h = torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2))
+        if layer != 4:
+            h = torch.relu(h)
+    return h
+
+
+def twin_q(env: GymEnv, calls: int) -> dict[str, dict[str, float]]:
+    """One twin-Q evaluation (ms), forward alone and forward + backward: vmapped over stacked
+    parameters, as TorchRL's losses call it; as two plain MLP calls; as one batched module."""
     width = env.observation_spec["observation"].shape[-1] + env.action_spec.shape[-1]
     nets = [mlp(width, 1), mlp(width, 1)]
     params, _ = stack_module_state(nets)
     base = mlp(width, 1).to("meta")
     vmapped = vmap(lambda p, x: functional_call(base, (p,), (x,)), in_dims=(0, None))
     x = torch.randn(BATCH, width)
-    ways = {"vmap": lambda: vmapped(params, x), "two_mlps": lambda: [n(x) for n in nets]}
-    times: dict[str, list[float]] = {k: [] for k in ways}
-    for _ in range(5):
-        for name, run in ways.items():
-            start = time.perf_counter()
-            for _ in range(calls):
-                run()
-            times[name].append((time.perf_counter() - start) / calls * 1000)
-    return {k: round(statistics.median(v), 3) for k, v in times.items()}
+    ways = {
+        "vmap": lambda: vmapped(params, x),
+        "two_mlps": lambda: torch.stack([n(x) for n in nets]),
+        "batched": lambda: batched_twin_q(params, x),
+    }
+    for name, run in ways.items():  # the same function of the same weights, three ways
+        torch.testing.assert_close(run(), ways["vmap"](), msg=name)
+    out: dict[str, dict[str, float]] = {}
+    for backward in (False, True):
+        times: dict[str, list[float]] = {k: [] for k in ways}
+        for _ in range(5):
+            for name, run in ways.items():
+                start = time.perf_counter()
+                for _ in range(calls):
+                    q = run()
+                    if backward:
+                        q.sum().backward()
+                times[name].append((time.perf_counter() - start) / calls * 1000)
+        phase = "forward_backward" if backward else "forward"
+        out[phase] = {k: round(statistics.median(v), 3) for k, v in times.items()}
+    return out
 
 
 def main() -> None:
@@ -138,7 +162,7 @@ def main() -> None:
         "steps": args.steps,
         "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "ms_per_update": medians,
-        "twin_q_forward_ms": twin_q(env, 50),
+        "twin_q_ms": twin_q(env, 50),
     }
     write("sac_step", result)
     rows = [
@@ -156,9 +180,12 @@ def main() -> None:
         "|---|---|---|---|---|",
         *rows,
         "",
-        f"One twin-Q forward (batch {BATCH}): vmapped as TorchRL's losses call it "
-        f"{result['twin_q_forward_ms']['vmap']:.2f} ms, two plain MLP calls "
-        f"{result['twin_q_forward_ms']['two_mlps']:.2f} ms.",
+        f"One twin-Q evaluation (batch {BATCH}), ms, forward / forward + backward: vmapped "
+        "as TorchRL's losses call it {vmap}; two plain MLP calls {two_mlps}; one batched "
+        "module (a `baddbmm` a layer over the stacked weights) {batched}.".format(**{
+            way: " / ".join(f"{result['twin_q_ms'][p][way]:.2f}" for p in result["twin_q_ms"])
+            for way in result["twin_q_ms"]["forward"]
+        }),
     ])  # fmt: skip
     write_markdown("sac_step", text + "\n")
     print(text)
