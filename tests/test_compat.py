@@ -114,6 +114,12 @@ def check_ensemble_qvalues() -> str | None:
     return contains(CQLLoss, "self._vmap_qvalue_networkN0 = ")
 
 
+def check_loss_mask_keys() -> str | None:
+    from torchrl.objectives import LossModule
+
+    return params(LossModule._loss_mask_keys, "self")
+
+
 def check_reduce_loss() -> str | None:
     from torchrl.objectives import LossModule
 
@@ -637,6 +643,7 @@ ENTRIES = [
         T, ("ensemble_qvalues",), "CQLLoss._vmap_qvalue_networkN0", TORCHRL, check_ensemble_qvalues
     ),
     Entry(T, ("reduce_loss",), "LossModule._reduce_loss", TORCHRL, check_reduce_loss),
+    Entry(T, ("loss_mask_keys",), "LossModule._loss_mask_keys", TORCHRL, check_loss_mask_keys),
     Entry(
         T,
         ("set_num_threads_kept",),

@@ -352,3 +352,13 @@ def transform_env_step(transform: Transform, tensordict: TensorDictBase) -> Tens
     ``Transform._step`` calls; the public ``forward`` is the replay-buffer path, which a user's
     transform may leave out or make different."""
     return transform._call(tensordict)
+
+
+# --- losses -----------------------------------------------------------------------------------
+
+
+def loss_mask_keys(loss: LossModule) -> tuple:
+    """The batch entries ``loss`` masks its terms with where present (``("collector",
+    "mask")``, ``"shifted_valid"``, or the key a user set). Private (torchrl 0.14.1):
+    ``LossModule._loss_mask_keys``, which resolves ``"auto"``; no accessor."""
+    return loss._loss_mask_keys()
