@@ -1,8 +1,9 @@
-"""Where SAC's update step spends its time on the CPU: rlrun's step (TorchRL's ``SACLoss`` on the
-networks ``+experiment=sac`` builds, fused Adam, gradient clipping, soft target update) against
-the plain PyTorch step of ``baselines/plain_torch_sac.py``, phase by phase, on the same random
-batches of 256 in one process, one thread, interleaved rounds; then one twin-Q evaluation as
-TorchRL vmaps it against two plain MLP calls and against both critics as one batched module.
+"""Where SAC's update step spends its time on the CPU: rlrun's step (its ``TensorSACLoss`` on the
+networks ``+experiment=sac`` builds, fused Adam, gradient clipping, soft target update), the same
+step with TorchRL's own ``SACLoss`` (``torchrl``), and the plain PyTorch step of
+``baselines/plain_torch_sac.py``, phase by phase, on the same random batches of 256 in one
+process, one thread, interleaved rounds; then one twin-Q evaluation as TorchRL vmaps it against
+two plain MLP calls and against both critics as one batched module.
 
     python bench/bench_sac_step.py [--env Pendulum-v1] [--steps 300]
 
@@ -24,21 +25,34 @@ from torch.func import functional_call, stack_module_state, vmap
 from torchrl.envs import GymEnv
 from torchrl.objectives import SACLoss, SoftUpdate
 
+from rlrun.algorithms import sac
 from rlrun.builders.policies import make_stochastic_actor_q
 
 BATCH = 256
 
 
-def rlrun_phases(env: GymEnv) -> Callable[[], dict[str, float]]:
-    """One update of rlrun's SAC, timed by phase (ms)."""
+def rlrun_phases(
+    env: GymEnv, loss_class: type[SACLoss] | None = None
+) -> Callable[[], dict[str, float]]:
+    """One update of rlrun's SAC (``+experiment=sac``'s loss: ``TensorSACLoss``, l2, target
+    entropy -|A|), or of the same step with ``loss_class`` (TorchRL's ``SACLoss``), timed by
+    phase (ms)."""
     ac = make_stochastic_actor_q(observation_spec=env.observation_spec, action_spec=env.action_spec)
-    loss = SACLoss(ac.actor, ac.qvalue, delay_qvalue=True, alpha_init=1.0)
+    act = env.action_spec.shape[-1]
+    loss_class = loss_class or sac.__getattr__("TensorSACLoss")
+    loss = loss_class(
+        ac.actor,
+        ac.qvalue,
+        loss_function="l2",
+        delay_qvalue=True,
+        alpha_init=1.0,
+        target_entropy=-float(act),
+    )
     loss.make_value_estimator(gamma=0.99)
     optimizer = torch.optim.Adam(loss.parameters(), lr=3e-4, fused=True)
     target = SoftUpdate(loss, tau=0.005)
     params = list(loss.parameters())
     obs = env.observation_spec["observation"].shape[-1]
-    act = env.action_spec.shape[-1]
 
     def step() -> dict[str, float]:
         batch = TensorDict(
@@ -133,20 +147,14 @@ def twin_q(env: GymEnv, calls: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="Pendulum-v1")
-    parser.add_argument("--steps", type=int, default=300)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    env = GymEnv(args.env)
-    steps = {"rlrun": rlrun_phases(env), "plain": plain_phases(env)}
+def interleaved(steps: dict[str, Callable[[], dict[str, float]]], n: int) -> dict:
+    """Median ms per phase of each of ``steps`` over ``n`` updates, after 20 of warm-up, in
+    interleaved rounds of 10 (a busy core slows every step alike); ``total`` is their sum."""
     phases: dict[str, dict[str, list[float]]] = {k: {} for k in steps}
     for _ in range(20):  # warm-up
         for step in steps.values():
             step()
-    for _ in range(args.steps // 10):  # rounds of 10 steps each, interleaved
+    for _ in range(n // 10):  # rounds of 10 steps each, interleaved
         for name, step in steps.items():
             for _ in range(10):
                 for phase, seconds in step().items():
@@ -157,16 +165,39 @@ def main() -> None:
     }
     for by_phase in medians.values():
         by_phase["total"] = round(sum(by_phase.values()), 3)
+    return medians
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="Pendulum-v1")
+    parser.add_argument("--steps", type=int, default=300)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    env = GymEnv(args.env)
+    steps = {
+        "rlrun": rlrun_phases(env),
+        "torchrl": rlrun_phases(env, SACLoss),
+        "plain": plain_phases(env),
+    }
+    medians = interleaved(steps, args.steps)
     result = {
         "env": args.env,
         "steps": args.steps,
         "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "ms_per_update": medians,
+        # the plain loop's time over each step's: 1.0 is the plain loop's pace
+        "pace_of_plain": {
+            name: round(medians["plain"]["total"] / m["total"], 3) for name, m in medians.items()
+        },
         "twin_q_ms": twin_q(env, 50),
     }
     write("sac_step", result)
     rows = [
-        f"| {name} | " + " | ".join(f"{v:.2f}" for v in m.values()) + " |"
+        f"| {name} | "
+        + " | ".join(f"{v:.2f}" for v in m.values())
+        + f" | {result['pace_of_plain'][name]:.2f} |"
         for name, m in medians.items()
     ]
     text = "\n".join([
@@ -176,8 +207,8 @@ def main() -> None:
         f"{args.steps} updates of batches of {BATCH}, one thread, interleaved "
         f"({machine()}).",
         "",
-        "| step | forward (loss) | backward | optimiser + target | total |",
-        "|---|---|---|---|---|",
+        "| step | forward (loss) | backward | optimiser + target | total | plain's pace |",
+        "|---|---|---|---|---|---|",
         *rows,
         "",
         f"One twin-Q evaluation (batch {BATCH}), ms, forward / forward + backward: vmapped "

@@ -2,9 +2,8 @@
 ``TD3Loss``, both delayed as rlrun builds TD3 (``with_delayed_actor(..., skips_actor=True)``) and
 trained through rlrun's update step on copies of the same networks, the same batches and the
 same target smoothing noise: the same loss terms, logged values, priorities and weights, to float32
-rounding (the tensor path runs the operations TorchRL's vmapped critics run, bitwise alike on the
-machines measured, 2026-12-06; the actor's term runs one critic where TorchRL runs them all, for
-which another CPU's kernels may round otherwise)."""
+rounding (each critic is one plain MLP call on the tensor path, where TorchRL's vmap adds the bias
+after the matmul: a few 1e-7 apart)."""
 
 from __future__ import annotations
 
@@ -112,7 +111,10 @@ def assert_same(
 
 
 def same(got: torch.Tensor, expected: torch.Tensor, what: object) -> None:
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6, msg=lambda m: f"{what}: {m}")
+    """Within 1e-5 relative or 1e-5 of the tensor's largest magnitude: the critics round
+    otherwise than TorchRL's vmap (a few 1e-7), which Adam's steps carry into the weights."""
+    atol = 1e-6 + 1e-5 * float(expected.abs().max())
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=atol, msg=lambda m: f"{what}: {m}")
 
 
 @pytest.mark.parametrize(

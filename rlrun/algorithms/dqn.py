@@ -33,7 +33,7 @@ def _tensor_dqn_loss() -> type:
     from torchrl.objectives import DQNLoss
     from torchrl.objectives.utils import distance_loss
 
-    from rlrun.builders.tensor_losses import call, plain_td0, shares_parameters, td0_target
+    from rlrun.builders.tensor_losses import call, plain_td0, td0_target
 
     class TensorDQNLoss(DQNLoss):
         """TorchRL's ``DQNLoss``, its terms computed straight on the batch's tensors
@@ -53,7 +53,6 @@ def _tensor_dqn_loss() -> type:
                 and network.module[0].out_keys == [self.tensor_keys.action_value]
                 and type(network.module[1]) is QValueModule
                 and network.module[1].action_mask_key is None
-                and shares_parameters(self.value_network_params, network)
             )
 
         def forward(self, tensordict: TensorDictBase) -> TensorDict:
@@ -61,7 +60,15 @@ def _tensor_dqn_loss() -> type:
                 return super().forward(tensordict)
             head = self.value_network.module[0]
             action = tensordict.get(self.tensor_keys.action)
-            pred_val = call(head, tensordict)
+            # the loss's parameters into the network, as TorchRL does (a deep copy of the loss
+            # gives the module copies of its own)
+            with self.value_network_params.to_module(
+                self.value_network, preserve_module_state=False
+            ):
+                pred_val = call(head, tensordict)
+                if self.double_dqn:  # the online network picks the next action
+                    with torch.no_grad():
+                        best = call(head, tensordict, ("next",)).argmax(-1, keepdim=True)
             if self.action_space == "categorical":
                 if action.ndim != pred_val.ndim:
                     action = action.unsqueeze(-1)
@@ -73,8 +80,7 @@ def _tensor_dqn_loss() -> type:
                     self.value_network, preserve_module_state=False
                 ):
                     next_pred_val = call(head, tensordict, ("next",))
-                if self.double_dqn:  # the online network picks, the target values
-                    best = call(head, tensordict, ("next",)).argmax(-1, keepdim=True)
+                if self.double_dqn:  # ... which the target network values
                     next_value = next_pred_val.gather(-1, best)
                 else:
                     next_value = next_pred_val.max(-1, keepdim=True).values

@@ -1,4 +1,4 @@
-"""rlrun's losses computed on tensors (``rlrun/builders/tensor_losses.py``) against TorchRL's own
+"""DQN's loss computed on tensors (``rlrun/builders/tensor_losses.py``) against TorchRL's own
 ``forward`` on the same batches: the same terms, priorities and trained weights, and TorchRL's
 path wherever the batch asks for more than the plain math (priority weights).
 
@@ -38,12 +38,17 @@ def dqn_batch(action_spec, n: int = 32) -> TensorDict:
     )
 
 
-def train_dqn(loss_class: type, spec, double_dqn: bool, batches: list[TensorDict], **kw):
+def train_dqn(
+    loss_class: type, spec, double_dqn: bool, batches: list[TensorDict], copied: bool = False
+):
     """Each batch's loss and priorities over a few Adam steps with soft target updates, and
-    the trained weights."""
+    the trained weights; ``copied``: of a deep copy of the loss (its module holds copies of
+    the parameters, not the loss's own)."""
     torch.manual_seed(0)
     ac = make_qvalue_actor(observation_spec=OBS, action_spec=spec, hidden_sizes=[16, 16])
-    loss = loss_class(ac.qvalue, delay_value=True, double_dqn=double_dqn, **kw)
+    loss = loss_class(ac.qvalue, delay_value=True, double_dqn=double_dqn)
+    if copied:
+        loss = copy.deepcopy(loss)
     loss.make_value_estimator(ValueEstimators.TD0, gamma=0.9)
     optimizer = torch.optim.Adam(loss.parameters(), lr=1e-2)
     target = SoftUpdate(loss, tau=0.5)
@@ -59,12 +64,12 @@ def train_dqn(loss_class: type, spec, double_dqn: bool, batches: list[TensorDict
     return terms, priorities, loss.state_dict(), loss
 
 
-@pytest.mark.parametrize("double_dqn", [True, False])
+@pytest.mark.parametrize(("double_dqn", "copied"), [(True, False), (False, False), (True, True)])
 @pytest.mark.parametrize("spec", [OneHot(3), Categorical(3)], ids=["one_hot", "categorical"])
-def test_dqn_on_tensors_trains_as_torchrls_loss(spec, double_dqn: bool) -> None:
+def test_dqn_on_tensors_trains_as_torchrls_loss(spec, double_dqn: bool, copied: bool) -> None:
     batches = [dqn_batch(spec) for _ in range(5)]
     runs = [
-        train_dqn(cls, spec, double_dqn, copy.deepcopy(batches))
+        train_dqn(cls, spec, double_dqn, copy.deepcopy(batches), copied)
         for cls in (DQNLoss, dqn.TensorDQNLoss)
     ]
     (terms, priorities, weights, _), (terms2, priorities2, weights2, tensor_loss) = runs
