@@ -12,7 +12,9 @@ import copy
 import pytest
 import torch
 from tensordict import TensorDict
+from torch import nn
 from torchrl.data import Categorical, Composite, OneHot, Unbounded
+from torchrl.modules import QValueActor
 from torchrl.objectives import DQNLoss, SoftUpdate, ValueEstimators
 
 from rlrun.algorithms import dqn
@@ -39,14 +41,25 @@ def dqn_batch(action_spec, n: int = 32) -> TensorDict:
 
 
 def train_dqn(
-    loss_class: type, spec, double_dqn: bool, batches: list[TensorDict], copied: bool = False
+    loss_class: type,
+    spec,
+    double_dqn: bool,
+    batches: list[TensorDict],
+    normed: bool = False,
+    copied: bool = False,
 ):
     """Each batch's loss and priorities over a few Adam steps with soft target updates, and
-    the trained weights; ``copied``: of a deep copy of the loss (its module holds copies of
-    the parameters, not the loss's own)."""
+    the trained weights. ``normed``: a Q network with a LayerNorm (not a plain MLP: its
+    parameters swapped in); ``copied``: of a deep copy of the loss (its module holds copies
+    of the parameters, not the loss's own)."""
     torch.manual_seed(0)
-    ac = make_qvalue_actor(observation_spec=OBS, action_spec=spec, hidden_sizes=[16, 16])
-    loss = loss_class(ac.qvalue, delay_value=True, double_dqn=double_dqn)
+    if normed:
+        net = nn.Sequential(nn.Linear(4, 16), nn.LayerNorm(16), nn.ReLU(), nn.Linear(16, 3))
+        qvalue = QValueActor(net, in_keys=["observation"], spec=spec)
+    else:
+        qvalue = make_qvalue_actor(observation_spec=OBS, action_spec=spec, hidden_sizes=[16, 16])
+        qvalue = qvalue.qvalue
+    loss = loss_class(qvalue, delay_value=True, double_dqn=double_dqn)
     if copied:
         loss = copy.deepcopy(loss)
     loss.make_value_estimator(ValueEstimators.TD0, gamma=0.9)
@@ -64,16 +77,22 @@ def train_dqn(
     return terms, priorities, loss.state_dict(), loss
 
 
-@pytest.mark.parametrize(("double_dqn", "copied"), [(True, False), (False, False), (True, True)])
+@pytest.mark.parametrize(
+    ("double_dqn", "normed", "copied"),
+    [(True, False, False), (False, False, False), (True, True, True), (False, True, False)],
+)
 @pytest.mark.parametrize("spec", [OneHot(3), Categorical(3)], ids=["one_hot", "categorical"])
-def test_dqn_on_tensors_trains_as_torchrls_loss(spec, double_dqn: bool, copied: bool) -> None:
+def test_dqn_on_tensors_trains_as_torchrls_loss(
+    spec, double_dqn: bool, normed: bool, copied: bool
+) -> None:
     batches = [dqn_batch(spec) for _ in range(5)]
     runs = [
-        train_dqn(cls, spec, double_dqn, copy.deepcopy(batches), copied)
+        train_dqn(cls, spec, double_dqn, copy.deepcopy(batches), normed, copied)
         for cls in (DQNLoss, dqn.TensorDQNLoss)
     ]
     (terms, priorities, weights, _), (terms2, priorities2, weights2, tensor_loss) = runs
     assert tensor_loss.direct and plain_td0(tensor_loss, batches[0])  # the direct path ran
+    assert bool(tensor_loss.q_layers) is not normed  # a plain MLP read, else swapped in
     assert all(torch.equal(a, b) for a, b in zip(terms, terms2, strict=True))
     assert all(torch.equal(a, b) for a, b in zip(priorities, priorities2, strict=True))
     for key, value in weights.items():

@@ -33,7 +33,15 @@ def _tensor_dqn_loss() -> type:
     from torchrl.objectives import DQNLoss
     from torchrl.objectives.utils import distance_loss
 
-    from rlrun.builders.tensor_losses import call, plain_td0, td0_target
+    from rlrun.builders.tensor_losses import (
+        call,
+        mlp,
+        mlp_input,
+        mlp_layers,
+        plain_td0,
+        read_weights,
+        td0_target,
+    )
 
     class TensorDQNLoss(DQNLoss):
         """TorchRL's ``DQNLoss``, its terms computed straight on the batch's tensors
@@ -54,21 +62,23 @@ def _tensor_dqn_loss() -> type:
                 and type(network.module[1]) is QValueModule
                 and network.module[1].action_mask_key is None
             )
+            self.q_layers = (  # a plain MLP's layers, read from the parameters
+                mlp_layers(
+                    network.module[0],
+                    ("module", "0", "module"),
+                    self.value_network_params,
+                    self.target_value_network_params,
+                )
+                if self.direct
+                else []
+            )
 
         def forward(self, tensordict: TensorDictBase) -> TensorDict:
             if not self.direct or not plain_td0(self, tensordict):
                 return super().forward(tensordict)
-            head = self.value_network.module[0]
             action = tensordict.get(self.tensor_keys.action)
-            # the loss's parameters into the network, as TorchRL does (a deep copy of the loss
-            # gives the module copies of its own)
-            with self.value_network_params.to_module(
-                self.value_network, preserve_module_state=False
-            ):
-                pred_val = call(head, tensordict)
-                if self.double_dqn:  # the online network picks the next action
-                    with torch.no_grad():
-                        best = call(head, tensordict, ("next",)).argmax(-1, keepdim=True)
+            online = self.weights(self.value_network_params)  # read once, used twice
+            pred_val = self.q_values(online, tensordict)
             if self.action_space == "categorical":
                 if action.ndim != pred_val.ndim:
                     action = action.unsqueeze(-1)
@@ -76,11 +86,10 @@ def _tensor_dqn_loss() -> type:
             else:
                 pred_val_index = (pred_val * action.to(torch.float)).sum(-1)
             with torch.no_grad():
-                with self.target_value_network_params.to_module(
-                    self.value_network, preserve_module_state=False
-                ):
-                    next_pred_val = call(head, tensordict, ("next",))
-                if self.double_dqn:  # ... which the target network values
+                target = self.weights(self.target_value_network_params)
+                next_pred_val = self.q_values(target, tensordict, True)
+                if self.double_dqn:  # the online network picks, the target network values
+                    best = self.q_values(online, tensordict, True).argmax(-1, keepdim=True)
                     next_value = next_pred_val.gather(-1, best)
                 else:
                     next_value = next_pred_val.max(-1, keepdim=True).values
@@ -89,6 +98,25 @@ def _tensor_dqn_loss() -> type:
             tensordict.set(self.tensor_keys.priority, priority, inplace=True)
             loss = distance_loss(pred_val_index, target_value, self.loss_function).mean()
             return TensorDict(loss=loss)
+
+        def weights(self, params: TensorDictBase) -> list | TensorDictBase:
+            """What :meth:`q_values` computes with: a plain MLP's weights read from ``params``
+            (the loss's or the target's), else ``params`` themselves."""
+            return read_weights(self.q_layers, params) if self.q_layers else params
+
+        def q_values(
+            self, weights: list | TensorDictBase, batch: TensorDictBase, next_state: bool = False
+        ) -> torch.Tensor:
+            """The action values of the states (``next_state``: the next ones) with ``weights``
+            (:meth:`weights`): a plain MLP on them as read, any other network with its
+            parameters swapped in, as TorchRL does (a deep copy of the loss leaves its module
+            with copies of its own)."""
+            head = self.value_network.module[0]
+            prefix = ("next",) if next_state else ()
+            if self.q_layers:
+                return mlp(weights, mlp_input(head, batch, prefix))
+            with weights.to_module(self.value_network, preserve_module_state=False):
+                return call(head, batch, prefix)
 
     return TensorDQNLoss
 
