@@ -31,6 +31,21 @@ from rlrun.builders.policies import make_stochastic_actor_q
 BATCH = 256
 
 
+def random_batch(obs: int, act: int) -> TensorDict:
+    """A replay sample of ``BATCH`` random transitions (actions in [-1, 1], none terminal)."""
+    return TensorDict(
+        {
+            "observation": torch.randn(BATCH, obs),
+            "action": torch.rand(BATCH, act) * 2 - 1,
+            ("next", "observation"): torch.randn(BATCH, obs),
+            ("next", "reward"): torch.randn(BATCH, 1),
+            ("next", "done"): torch.zeros(BATCH, 1, dtype=torch.bool),
+            ("next", "terminated"): torch.zeros(BATCH, 1, dtype=torch.bool),
+        },
+        [BATCH],
+    )
+
+
 def rlrun_phases(
     env: GymEnv, loss_class: type[SACLoss] | None = None
 ) -> Callable[[], dict[str, float]]:
@@ -55,17 +70,7 @@ def rlrun_phases(
     obs = env.observation_spec["observation"].shape[-1]
 
     def step() -> dict[str, float]:
-        batch = TensorDict(
-            {
-                "observation": torch.randn(BATCH, obs),
-                "action": torch.rand(BATCH, act) * 2 - 1,
-                ("next", "observation"): torch.randn(BATCH, obs),
-                ("next", "reward"): torch.randn(BATCH, 1),
-                ("next", "done"): torch.zeros(BATCH, 1, dtype=torch.bool),
-                ("next", "terminated"): torch.zeros(BATCH, 1, dtype=torch.bool),
-            },
-            [BATCH],
-        )
+        batch = random_batch(obs, act)
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         total = sum(v for k, v in loss(batch).items() if k.startswith("loss"))

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from bench_sac_step import BATCH, random_batch
 from common import machine, write, write_markdown
 from omegaconf import OmegaConf
 from tensordict import TensorDict
@@ -37,7 +38,6 @@ from rlrun.builders.updates import UpdateStep
 sys.path.insert(0, str(Path(__file__).resolve().parent / "baselines"))  # its own imports
 from plain_torch_td3 import PlainTD3  # noqa: E402
 
-BATCH = 256
 ROUND = 10  # steps a round: an even count, so each round has as many actor steps
 # conf/experiment/td3_mujoco.yaml over conf/algo/td3.yaml and _base.yaml
 ALGO = OmegaConf.create({
@@ -48,20 +48,7 @@ ALGO = OmegaConf.create({
 
 def batches(env: GymEnv, n: int) -> list[TensorDict]:
     obs, act = env.observation_spec["observation"].shape[-1], env.action_spec.shape[-1]
-    return [
-        TensorDict(
-            {
-                "observation": torch.randn(BATCH, obs),
-                "action": torch.rand(BATCH, act) * 2 - 1,
-                ("next", "observation"): torch.randn(BATCH, obs),
-                ("next", "reward"): torch.randn(BATCH, 1),
-                ("next", "done"): torch.zeros(BATCH, 1, dtype=torch.bool),
-                ("next", "terminated"): torch.zeros(BATCH, 1, dtype=torch.bool),
-            },
-            [BATCH],
-        )
-        for _ in range(n)
-    ]
+    return [random_batch(obs, act) for _ in range(n)]
 
 
 def rlrun_step(loss_class: type, ac: ActorCritic) -> tuple[UpdateStep, Callable]:
