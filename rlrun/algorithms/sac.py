@@ -77,9 +77,9 @@ def _tensor_sac_loss() -> type:
         draws, log-probabilities, temperature terms and entropy come out bit for bit, the
         critic and actor terms, priorities and gradients within rounding
         (``tests/test_tensor_sac.py``). The update step of ``+experiment=sac``'s shape on one
-        CPU thread (Pendulum-v1, batch 256): 7.47 ms against 9.10 with TorchRL's ``forward``
-        and 6.96 for the plain PyTorch loop, 0.93 of its pace (its loss and backward alone:
-        7.00 against 6.34; ``bench/bench_sac_step.py``, 2026-12-06)."""
+        CPU thread (Pendulum-v1, batch 256): 7.53 ms against 9.10 with TorchRL's ``forward``
+        and 6.95 for the plain PyTorch loop, 0.92 of its pace (its loss and backward alone:
+        7.06 against 6.33; ``bench/bench_sac_step.py``, 2026-12-06)."""
 
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
