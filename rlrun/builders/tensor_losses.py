@@ -43,11 +43,14 @@ def plain_td0(loss: LossModule, batch: TensorDictBase) -> bool:
 def td0_target(loss: LossModule, batch: TensorDictBase, next_value: torch.Tensor) -> torch.Tensor:
     """``reward + gamma * (not terminated) * next_value``, as TorchRL's TD(0) estimator computes
     it (same operations, same order: the same floats)."""
-    keys = loss.value_estimator.tensor_keys
+    estimator = loss.value_estimator
+    keys = estimator.tensor_keys
     reward = batch.get(("next", keys.reward))
+    if estimator.gamma.device != reward.device:  # as TorchRL's estimator, on its first call
+        estimator.gamma = estimator.gamma.to(reward.device)
     done = batch.get(("next", keys.done))
     terminated = batch.get(("next", keys.terminated), done)
-    return reward + loss.value_estimator.gamma * (~terminated).int() * next_value
+    return reward + estimator.gamma * (~terminated).int() * next_value
 
 
 def call(
