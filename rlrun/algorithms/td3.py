@@ -132,7 +132,7 @@ def _tensor_td3_loss() -> type:
             )
             first = mlp(critics, x, 0).squeeze(-1)
             with torch.no_grad():
-                others = [mlp(critics, x, i).squeeze(-1) for i in range(1, len(critics[0][0]))]
+                others = [mlp(critics, x, i).squeeze(-1) for i in range(1, self.num_qvalue_nets)]
             value = torch.stack([first.detach(), *others])
             return (-first).mean(), {"state_action_value_actor": value}
 
