@@ -22,6 +22,7 @@ from torch import nn
 from torchrl.modules import MLP
 from torchrl.objectives import LossModule
 from torchrl.objectives.value import TD0Estimator
+from torchrl.objectives.value.functional import td0_return_estimate
 
 from rlrun.compat.torchrl import loss_mask_keys
 
@@ -42,8 +43,8 @@ def plain_td0(loss: LossModule, batch: TensorDictBase) -> bool:
 
 
 def td0_target(loss: LossModule, batch: TensorDictBase, next_value: torch.Tensor) -> torch.Tensor:
-    """``reward + gamma * (not terminated) * next_value``, as TorchRL's TD(0) estimator computes
-    it (same operations, same order: the same floats)."""
+    """``reward + gamma * (not terminated) * next_value``: TorchRL's TD(0) return on the batch's
+    tensors, as its estimator reads them (what ``value_estimate`` does without a network)."""
     estimator = loss.value_estimator
     keys = estimator.tensor_keys
     reward = batch.get(("next", keys.reward))
@@ -51,7 +52,7 @@ def td0_target(loss: LossModule, batch: TensorDictBase, next_value: torch.Tensor
         estimator.gamma = estimator.gamma.to(reward.device)
     done = batch.get(("next", keys.done))
     terminated = batch.get(("next", keys.terminated), done)
-    return reward + estimator.gamma * (~terminated).int() * next_value
+    return td0_return_estimate(estimator.gamma, next_value, reward, terminated)
 
 
 def call(
