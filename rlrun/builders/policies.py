@@ -22,12 +22,14 @@ from tensordict.nn import (
     TensorDictModule,
     TensorDictModuleBase,
     TensorDictSequential,
+    skip_existing,
 )
 from tensordict.utils import NestedKey
 from torch import nn
 from torch.distributions.utils import _sum_rightmost
 from torchrl.data import Composite, OneHot, TensorSpec
 from torchrl.envs import InitTracker, Transform
+from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import (
     MLP,
     BatchRenorm1d,
@@ -43,6 +45,7 @@ from torchrl.modules import (
     TanhNormal,
     set_recurrent_mode,
 )
+from torchrl.modules.distributions.utils import sample_and_log_prob
 from torchrl.modules.utils import get_primers_from_module
 
 import rlrun.compat.tensordict  # noqa: F401  (a speed fix, applied on import)
@@ -139,10 +142,59 @@ def mlp(in_features: int | None, out: int, sizes: Sequence[int], act: str) -> ML
 
 class BoundedActor(ProbabilisticActor):
     """TorchRL's ``ProbabilisticActor`` whose distribution bounds (TanhNormal's ``low`` and
-    ``high``) move with it. TorchRL keeps them in a plain dict that ``.to(device)`` leaves where
-    they were built: on a GPU, TanhNormal then copied them from the CPU at every call, and a CUDA
-    graph cannot capture that copy ("Cannot copy between CPU and CUDA tensors during CUDA graph
-    capture"). TorchRL's own SAC recipe builds them on the device instead."""
+    ``high``) move with it, and whose exploring calls skip tensordict's module plumbing.
+
+    Bounds: TorchRL keeps them in a plain dict that ``.to(device)`` leaves where they were
+    built: on a GPU, TanhNormal then copied them from the CPU at every call, and a CUDA graph
+    cannot capture that copy ("Cannot copy between CPU and CUDA tensors during CUDA graph
+    capture"). TorchRL's own SAC recipe builds them on the device instead.
+
+    Exploring calls (a collector's, under ``ExplorationType.RANDOM``): the network on the
+    input's tensors, then TorchRL's distribution, draw (and log-probability) as its
+    ``SafeProbabilisticModule`` makes them (``sample_and_log_prob``), written to the same keys:
+    the same values, draw for draw (tests/test_policies.py). The wrappers around them (key
+    dispatch, skip-existing scopes, output selection) cost a small network's actor more than
+    its network on the CPU (docs/benchmarks.md, PPO). Any other call, or an actor built with
+    options beyond rlrun's (a spec-projecting ``safe``, a ``generator``, several samples), is
+    TorchRL's.
+    """
+
+    def __init__(self, module: TensorDictModule, *args, **kwargs) -> None:
+        super().__init__(module, *args, **kwargs)
+        head, draw = self.module[0], self.module[-1]
+        self.direct = (
+            len(self.module) == 2
+            and type(head) is TensorDictModule
+            and not self.return_composite
+            and self.inplace is None
+            and len(draw.dist_sample_keys) == 1
+            and draw.dist_sample_keys[0] not in head.out_keys
+            and not any(kwargs.get(key) for key in ("safe", "generator", "num_samples"))
+        )
+
+    def forward(self, *args, **kwargs) -> TensorDictBase:
+        tensordict = args[0] if len(args) == 1 and not kwargs else None
+        draw = self.module[-1]
+        exploring = (exploration_type() or draw.default_interaction_type) is ExplorationType.RANDOM
+        if not (self.direct and isinstance(tensordict, TensorDictBase) and exploring):
+            return super().forward(*args, **kwargs)
+        if skip_existing():  # TorchRL's skips a call whose outputs are there
+            return super().forward(*args, **kwargs)
+        head = self.module[0]
+        outputs = head.module(*(tensordict.get(key) for key in head.in_keys))
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        for key, value in zip(head.out_keys, outputs, strict=True):
+            tensordict.set(key, value)
+        dist = draw.get_dist(tensordict)
+        if not draw.return_log_prob:  # tensordict's random draw
+            tensordict.set(
+                draw.dist_sample_keys[0], dist.rsample() if dist.has_rsample else dist.sample()
+            )
+            return tensordict
+        sample, log_prob = sample_and_log_prob(dist, reparameterize=dist.has_rsample)
+        tensordict.set(draw.dist_sample_keys[0], sample)
+        tensordict.set(draw.log_prob_key, log_prob)
+        return tensordict
 
     def _apply(self, fn, recurse: bool = True):
         super()._apply(fn, recurse)

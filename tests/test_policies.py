@@ -1,0 +1,116 @@
+"""rlrun's actors (``rlrun/builders/policies.py``) against TorchRL's own ``forward``: an
+exploring call that skips tensordict's module plumbing draws the same actions with the same
+log-probabilities, writes the same keys, and every other call is TorchRL's.
+
+Fast: tiny networks, no env.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import set_skip_existing
+from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+from torchrl.modules import ProbabilisticActor
+
+from rlrun.builders.action_masks import MASK_KEY
+from rlrun.builders.policies import make_actor_critic, make_stochastic_actor_q
+
+OBS = Composite(observation=Unbounded(shape=(5,)))
+MASKED_OBS = Composite(
+    observation=Unbounded(shape=(5,)), **{MASK_KEY: Categorical(2, shape=(4,), dtype=torch.bool)}
+)
+CONTINUOUS = Bounded(low=-2.0, high=torch.tensor([2.0, 1.0]), shape=(2,))
+
+
+def actor(case: str):
+    if case == "sac":
+        return make_stochastic_actor_q(
+            observation_spec=OBS, action_spec=CONTINUOUS, hidden_sizes=[8]
+        ).actor
+    spec, obs, kwargs = {
+        "one_hot": (OneHot(3), OBS, {}),
+        "categorical": (Categorical(4), OBS, {}),
+        "masked": (OneHot(4), MASKED_OBS, {}),
+        "tanh_normal": (CONTINUOUS, OBS, {}),
+        "state_independent_std": (CONTINUOUS, OBS, {"state_dependent_std": False}),
+        "lstm": (OneHot(3), OBS, {"kind": "lstm", "hidden_size": 8}),
+    }[case]
+    return make_actor_critic(
+        observation_spec=obs, action_spec=spec, hidden_sizes=[8], with_critic=False, **kwargs
+    ).actor
+
+
+def batch(n: int = 6) -> TensorDict:
+    mask = torch.rand(n, 4) < 0.5
+    mask[:, 0] = True  # at least one legal action
+    return TensorDict(
+        {
+            "observation": torch.randn(n, 5),
+            MASK_KEY: mask,
+            "actor_h": torch.zeros(n, 1, 8),
+            "actor_c": torch.zeros(n, 1, 8),
+            "is_init": torch.ones(n, 1, dtype=torch.bool),
+        },
+        [n],
+    )
+
+
+def calls(module) -> list[int]:
+    """A counter of ``module``'s calls (a forward pre-hook: the module itself is untouched)."""
+    count = [0]
+    module.register_forward_pre_hook(lambda *_: count.__setitem__(0, count[0] + 1))
+    return count
+
+
+@pytest.mark.parametrize(
+    "case", ["one_hot", "categorical", "masked", "tanh_normal", "state_independent_std", "sac"]
+)
+@pytest.mark.parametrize("grad", [False, True])
+def test_exploring_call_draws_as_torchrl(case: str, grad: bool) -> None:
+    policy = actor(case)
+    assert policy.direct
+    drawn = calls(policy.module[-1])
+    data = batch()
+    with set_exploration_type(ExplorationType.RANDOM), torch.set_grad_enabled(grad):
+        for seed in range(3):
+            torch.manual_seed(seed)
+            ours = policy(data.clone())
+            assert drawn[0] == seed, "the exploring call went through TorchRL's modules"
+            torch.manual_seed(seed)
+            theirs = ProbabilisticActor.forward(policy, data.clone())
+            assert set(ours.keys(True, True)) == set(theirs.keys(True, True))
+            for key in theirs.keys(True, True):
+                assert torch.equal(ours[key], theirs[key]), key
+                assert ours[key].requires_grad == theirs[key].requires_grad, key
+    if grad:  # the log-probability (SAC's: the reparameterised action) carries the gradient
+        ours.get("action_log_prob", ours["action"]).sum().backward()
+        assert all(p.grad is not None for p in policy.module[0].parameters())
+
+
+@pytest.mark.parametrize("case", ["one_hot", "tanh_normal"])
+def test_other_calls_are_torchrl(case: str) -> None:
+    policy = actor(case)
+    drawn = calls(policy.module[-1])
+    data = batch()
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        policy(data.clone())  # evaluation: TorchRL's most likely action
+    assert drawn[0] == 1
+    with set_exploration_type(ExplorationType.RANDOM), set_skip_existing(True):
+        filled = policy(data.clone())  # nothing written yet: runs
+        assert drawn[0] == 2
+        again = policy(filled.clone())  # every output there: TorchRL skips it
+        assert drawn[0] == 2 and torch.equal(again["action"], filled["action"])
+    out = policy(observation=data["observation"])  # keyword call: TorchRL's dispatch
+    assert drawn[0] == 3 and isinstance(out, tuple)
+
+
+def test_recurrent_actor_keeps_torchrl_path() -> None:
+    policy = actor("lstm")
+    assert not policy.direct  # a recurrent cell before the head: TorchRL's sequence
+    drawn = calls(policy.module[-1])
+    with set_exploration_type(ExplorationType.RANDOM):
+        out = policy(batch())
+    assert drawn[0] == 1 and out["action"].shape == (6, 3)
