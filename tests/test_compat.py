@@ -114,6 +114,29 @@ def check_ensemble_qvalues() -> str | None:
     return contains(CQLLoss, "self._vmap_qvalue_networkN0 = ")
 
 
+def check_ppo_advantage() -> str | None:
+    from torchrl.objectives import PPOLoss
+
+    return first(
+        params(PPOLoss._maybe_normalize_advantage, "self", "advantage", "tensordict"),
+        contains(PPOLoss._maybe_normalize_advantage, "update_norm"),
+    )
+
+
+def check_ppo_clip_bounds() -> str | None:
+    from torchrl.objectives import ClipPPOLoss
+
+    if not isinstance(ClipPPOLoss.__dict__.get("_clip_bounds"), property):
+        return "ClipPPOLoss._clip_bounds is no longer a property"
+    return contains(ClipPPOLoss.forward, "log_weight.clamp(*self._clip_bounds)")
+
+
+def check_ppo_entropy() -> str | None:
+    from torchrl.objectives import PPOLoss
+
+    return params(PPOLoss._get_entropy, "self", "dist", "adv_shape")
+
+
 def check_loss_mask_keys() -> str | None:
     from torchrl.objectives import LossModule
 
@@ -642,6 +665,15 @@ ENTRIES = [
     Entry(
         T, ("ensemble_qvalues",), "CQLLoss._vmap_qvalue_networkN0", TORCHRL, check_ensemble_qvalues
     ),
+    Entry(
+        T,
+        ("ppo_advantage",),
+        "PPOLoss._maybe_normalize_advantage",
+        TORCHRL,
+        check_ppo_advantage,
+    ),
+    Entry(T, ("ppo_clip_bounds",), "ClipPPOLoss._clip_bounds", TORCHRL, check_ppo_clip_bounds),
+    Entry(T, ("ppo_entropy",), "PPOLoss._get_entropy", TORCHRL, check_ppo_entropy),
     Entry(T, ("reduce_loss",), "LossModule._reduce_loss", TORCHRL, check_reduce_loss),
     Entry(T, ("loss_mask_keys",), "LossModule._loss_mask_keys", TORCHRL, check_loss_mask_keys),
     Entry(

@@ -1,4 +1,5 @@
-"""PPO (``algo=ppo``): TorchRL's ``ClipPPOLoss`` with GAE, fed minibatches of each fresh batch.
+"""PPO (``algo=ppo``): TorchRL's ``ClipPPOLoss`` with GAE, fed minibatches of each fresh batch,
+computed on tensors where the networks allow (:class:`TensorPPOLoss`).
 
 The loss comes with the hook that computes advantages over the collected batch and cuts it into
 minibatches (whole sequences for a recurrent policy; ``rlrun/builders/onpolicy.py``, shared with
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
-from rlrun.algorithms import Algorithm, Data
+from rlrun.algorithms import Algorithm, Data, defined_on_first_use
 from rlrun.algorithms.minibatches import check_minibatches
 from rlrun.config import ClipPPOConfig
 from rlrun.errors import ConfigError
@@ -20,14 +21,146 @@ if TYPE_CHECKING:
     from rlrun.builders.training import Context, Training
 
 
+def _tensor_ppo_loss() -> type:
+    """:class:`TensorPPOLoss`, made on first use (its base is TorchRL's ``ClipPPOLoss``)."""
+    import torch
+    from tensordict import TensorDict, TensorDictBase
+    from tensordict.nn import TensorDictModule
+    from torchrl.objectives.utils import distance_loss
+
+    from rlrun.builders.policies import BoundedActor
+    from rlrun.builders.tensor_losses import mlp, mlp_input, mlp_layers, read_weights
+    from rlrun.compat.torchrl import (
+        CapturablePPOLoss,
+        ppo_advantage,
+        ppo_clip_bounds,
+        ppo_entropy,
+        reduce_loss,
+    )
+
+    class TensorPPOLoss(CapturablePPOLoss):
+        """TorchRL's ``ClipPPOLoss`` (rlrun's capturable one), its terms computed straight on
+        the minibatch's tensors where actor and critic are plain MLPs (the actor's distribution
+        is still TorchRL's, built on the MLP's outputs) and the minibatch carries its
+        advantages; TorchRL's ``forward`` otherwise (a recurrent or CNN policy, a continuous
+        actor's scale head, value clipping, a proximal actor or capped importance ratios,
+        composite actions). The same terms, in TorchRL's order of operations: a test compares
+        them, their gradients and the trained weights with TorchRL's on the same minibatches,
+        bit for bit (tests/test_tensor_ppo.py). TorchRL's
+        routes both networks through functional parameter swaps and tensordicts, which cost a
+        small network more than its arithmetic on the CPU (docs/benchmarks.md, PPO)."""
+
+        def __init__(self, actor, critic, **kwargs) -> None:
+            super().__init__(actor, critic, **kwargs)
+            head = actor.module[0] if isinstance(actor, BoundedActor) and actor.direct else None
+            plain = (
+                head is not None
+                and type(critic) is TensorDictModule
+                and critic.out_keys == [self.tensor_keys.value]
+                and self.functional
+                and not (self.delay_actor or self.clip_value or self.separate_losses)
+                and self.advantage_norm is None
+                and self.max_importance_ratio is None
+                and self.critic_coeff is not None
+                and self.critic_coeff > 0
+                and isinstance(kwargs.get("entropy_coeff", 0.0), float | int)
+            )
+            self.actor_layers = (
+                mlp_layers(head, ("module", "0", "module"), self.actor_network_params)
+                if plain
+                else []
+            )
+            self.critic_layers = (
+                mlp_layers(critic, ("module",), self.critic_network_params) if plain else []
+            )
+            self.direct = bool(self.actor_layers and self.critic_layers)
+
+        def forward(self, tensordict: TensorDictBase) -> TensorDict:
+            keys = self.tensor_keys
+            advantage = tensordict.get(keys.advantage, None)
+            prev_log_prob = tensordict.get(keys.sample_log_prob, None)
+            if not (
+                self.direct
+                and isinstance(advantage, torch.Tensor)
+                and isinstance(prev_log_prob, torch.Tensor)
+                and advantage.shape == (*prev_log_prob.shape, 1)
+            ):
+                return super().forward(tensordict)
+            advantage = ppo_advantage(self, advantage, tensordict)
+            dist = self.policy(tensordict)
+            log_prob = dist.log_prob(tensordict.get(keys.action))
+            log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
+            kl_approx = (prev_log_prob - log_prob).unsqueeze(-1)
+            with torch.no_grad():  # TorchRL's ESS, for logging
+                lw = log_weight.squeeze(-1)
+                ess = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp()
+            gain1 = log_weight.exp() * advantage
+            log_weight_clip = log_weight.clamp(*ppo_clip_bounds(self))
+            clip_fraction = (log_weight_clip != log_weight).to(log_weight.dtype).mean()
+            gain2 = log_weight_clip.exp() * advantage
+            gain = torch.stack([gain1, gain2], -1).min(dim=-1).values
+            out = {
+                "loss_objective": -gain,
+                "clip_fraction": clip_fraction,
+                "kl_approx": kl_approx.detach().mean(),
+            }
+            if self.entropy_bonus:
+                entropy = ppo_entropy(self, dist, advantage.shape[:-1])
+                out["entropy"] = entropy.detach().mean()
+                out["loss_entropy"] = -self.entropy_coeff * entropy
+            out.update(self.critic_terms(tensordict))
+            out["ESS"] = ess / log_weight.shape[0]
+            with torch.no_grad():
+                ratio = log_weight.exp()
+                out["max_ratio"], out["mean_ratio"] = ratio.max(), ratio.mean()
+            for key, value in out.items():
+                if key.startswith("loss_"):
+                    out[key] = reduce_loss(self, value, tensordict).squeeze(-1)
+            return TensorDict(out)
+
+        def policy(self, batch: TensorDictBase) -> torch.distributions.Distribution:
+            """The actor's distribution on ``batch``, its MLP run on the loss's parameters and
+            the distribution TorchRL's head builds from its outputs (and the batch's other
+            inputs of it, e.g. an action mask)."""
+            head, draw = self.actor_network.module[0], self.actor_network.module[-1]
+            weights = read_weights(self.actor_layers, self.actor_network_params)
+            outputs = mlp(weights, mlp_input(head, batch))
+            params = dict(zip(head.out_keys, (outputs,), strict=True))
+            inputs = {key: params[key] if key in params else batch.get(key) for key in draw.in_keys}
+            return draw.get_dist(TensorDict(inputs))
+
+        def critic_terms(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+            """TorchRL's ``loss_critic`` (times ``critic_coeff``, not yet reduced) and the
+            explained variance, the critic's MLP run on the loss's parameters."""
+            target_return = batch.get(self.tensor_keys.value_target)
+            weights = read_weights(self.critic_layers, self.critic_network_params)
+            state_value = mlp(weights, mlp_input(self.critic_network, batch))
+            loss_value = distance_loss(
+                target_return, state_value, loss_function=self.loss_critic_type
+            )
+            out = {"loss_critic": self.critic_coeff * loss_value}
+            if self.log_explained_variance:
+                with torch.no_grad():
+                    target, predicted = target_return.detach(), state_value.detach()
+                    eps = torch.finfo(target.dtype).eps
+                    resid = torch.var(target - predicted, correction=0, dim=0)
+                    total = torch.var(target, correction=0, dim=0)
+                    out["explained_variance"] = 1.0 - resid / (total + eps)
+            return out
+
+    return TensorPPOLoss
+
+
+__getattr__ = defined_on_first_use(__name__, TensorPPOLoss=_tensor_ppo_loss)
+
+
 def build(cfg: DictConfig, ctx: Context) -> Training:
     """Clipped PPO on the actor and critic of ``ac``; ``ctx.fresh_batches``: each batch was
     collected with the weights of the previous update (not so for an async collector)."""
     from rlrun.builders.onpolicy import on_policy, require_critic
-    from rlrun.compat.torchrl import CapturablePPOLoss
 
     require_critic(ctx.ac, cfg.name)
-    loss = CapturablePPOLoss(
+    loss = __getattr__("TensorPPOLoss")(
         ctx.ac.actor,
         ctx.ac.critic,
         clip_epsilon=cfg.clip_epsilon,

@@ -103,6 +103,29 @@ def ensemble_qvalues(loss: LossModule, tensordict: TensorDictBase, params: Any) 
     return loss._vmap_qvalue_networkN0(tensordict, params)
 
 
+def ppo_advantage(
+    loss: ClipPPOLoss, advantage: torch.Tensor, tensordict: TensorDictBase
+) -> torch.Tensor:
+    """``advantage`` as ``loss`` weighs its objective with it: standardised where
+    ``normalize_advantage`` asks (over the batch's valid steps where it marks them), scaled by
+    its ``advantage_norm`` where it has one. Private (torchrl 0.14.1):
+    ``PPOLoss._maybe_normalize_advantage``, the only place it is done."""
+    return loss._maybe_normalize_advantage(advantage, tensordict, update_norm=False)
+
+
+def ppo_clip_bounds(loss: ClipPPOLoss) -> tuple[torch.Tensor, torch.Tensor]:
+    """The bounds ``loss`` clamps the log importance ratio to (from its ``clip_epsilon``, or
+    its low and high ones). Private (torchrl 0.14.1): ``ClipPPOLoss._clip_bounds``."""
+    return loss._clip_bounds
+
+
+def ppo_entropy(loss: ClipPPOLoss, dist: Distribution, adv_shape: torch.Size) -> torch.Tensor:
+    """The entropy ``loss`` rewards, per sample (analytic, or sampled where that is not
+    finite). Private (torchrl 0.14.1): ``PPOLoss._get_entropy`` (:class:`CapturablePPOLoss`'s
+    where ``loss`` is one)."""
+    return loss._get_entropy(dist, adv_shape)
+
+
 def reduce_loss(loss: LossModule, value: torch.Tensor, tensordict: TensorDictBase) -> torch.Tensor:
     """``value`` reduced as ``loss`` reduces its terms (its ``reduction``: mean, sum or none).
     Private (torchrl 0.14.1): ``LossModule._reduce_loss``."""
