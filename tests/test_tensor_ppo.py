@@ -34,6 +34,8 @@ SPECS = {
     "categorical": Categorical(4),
     "masked": OneHot(4),
     "continuous": Bounded(low=-2.0, high=2.0, shape=(2,)),
+    "state_independent_std": Bounded(low=-2.0, high=2.0, shape=(2,)),
+    "lstm": OneHot(3),
 }
 
 
@@ -52,17 +54,25 @@ def torchrl_calls(monkeypatch: pytest.MonkeyPatch) -> list[type]:
     return calls
 
 
-def losses(case: str, **kwargs) -> list[ClipPPOLoss]:
-    """TorchRL's loss and rlrun's on copies of the same actor and critic."""
+def losses(case: str, copied: bool = False, **kwargs) -> list[ClipPPOLoss]:
+    """TorchRL's loss and rlrun's on copies of the same actor and critic; ``copied``: rlrun's a
+    deep copy (its modules then hold copies of its parameters, not its own)."""
     torch.manual_seed(0)
     spec = SPECS[case]
     obs = {"observation": Unbounded(shape=(OBS,))}
     if case == "masked":
         obs[MASK_KEY] = Categorical(2, shape=(4,), dtype=torch.bool)
-    ac = make_actor_critic(observation_spec=Composite(obs), action_spec=spec, hidden_sizes=[16, 16])
+    ac = make_actor_critic(
+        observation_spec=Composite(obs),
+        action_spec=spec,
+        hidden_sizes=[16, 16],
+        state_dependent_std=case != "state_independent_std",
+        **({"kind": "lstm", "hidden_size": 8} if case == "lstm" else {}),
+    )
     options = {**RLRUN, **kwargs}
     reference = CapturablePPOLoss(copy.deepcopy(ac.actor), copy.deepcopy(ac.critic), **options)
-    return [reference, ppo.__getattr__("TensorPPOLoss")(ac.actor, ac.critic, **options)]
+    tensor = ppo.__getattr__("TensorPPOLoss")(ac.actor, ac.critic, **options)
+    return [reference, copy.deepcopy(tensor) if copied else tensor]
 
 
 def batch(case: str, seed: int, extra: dict | None = None) -> TensorDict:
@@ -78,7 +88,11 @@ def batch(case: str, seed: int, extra: dict | None = None) -> TensorDict:
         )
     else:
         torch.manual_seed(seed)
-        action = spec.rand((BATCH,)).long()  # the env's one-hot actions are integers
+        action = spec.rand((BATCH,))
+        if case in ("one_hot", "categorical"):
+            action = action.long()  # the env's one-hot actions are integers
+        else:  # inside the bounds, where TanhNormal's log-probability is finite
+            action = action.clamp(-1.9, 1.9)
     done = torch.rand(BATCH, 1, generator=g) < 0.1
     return TensorDict(
         {
@@ -104,8 +118,9 @@ def train(loss: ClipPPOLoss, batches: list[TensorDict]) -> tuple[list, list, dic
     clipping): each step's terms and gradients, and the weights after."""
     optimizer = torch.optim.Adam(loss.parameters(), lr=1e-2)
     outs, grads = [], []
-    for data in batches:
+    for i, data in enumerate(batches):
         optimizer.zero_grad(set_to_none=True)
+        torch.manual_seed(100 + i)  # a TanhNormal's entropy is sampled
         out = loss(data.clone())
         sum(v for k, v in out.items() if k.startswith("loss")).backward()
         grads.append({name: p.grad.clone() for name, p in loss.named_parameters()})
@@ -128,8 +143,19 @@ def assert_same(expected: dict, actual: dict, what: str) -> None:
         ("categorical", {"normalize_advantage": False, "loss_critic_type": "smooth_l1"}),
         ("masked", {}),
         ("one_hot", {"entropy_bonus": False, "log_explained_variance": False}),
+        ("continuous", {}),
+        ("state_independent_std", {"entropy_coeff": 0.0}),
+        ("state_independent_std", {"copied": True}),
     ],
-    ids=["one_hot", "categorical-smooth_l1", "masked", "no_entropy"],
+    ids=[
+        "one_hot",
+        "categorical-smooth_l1",
+        "masked",
+        "no_entropy",
+        "tanh_normal",
+        "state_independent_std",
+        "state_independent_std-copied",
+    ],
 )
 def test_same_training_as_torchrl(case: str, kwargs: dict, torchrl_calls: list[type]) -> None:
     """Five steps of each loss on its own: the same terms, gradients and weights."""
@@ -160,13 +186,13 @@ def test_loss_mask_reduces_as_torchrl(torchrl_calls: list[type]) -> None:
 
 
 def test_other_losses_and_minibatches_take_torchrl_path(torchrl_calls: list[type]) -> None:
-    """No advantage in the minibatch (TorchRL's loss computes it), a continuous actor (its
-    scale head), value clipping, capped importance ratios: TorchRL's ``forward``, its terms."""
+    """No advantage in the minibatch (TorchRL's loss computes it), a recurrent actor, value
+    clipping, capped importance ratios: TorchRL's ``forward``, its terms."""
     tensor_class = ppo.__getattr__("TensorPPOLoss")
     reference, tensor = losses("one_hot")
     data = batch("one_hot", 0).exclude("advantage")
     assert_same(reference(data.clone()), tensor(data.clone()), "no advantage")
     assert torchrl_calls == [CapturablePPOLoss, tensor_class]
-    assert not losses("continuous")[1].direct
+    assert not losses("lstm")[1].direct
     assert not losses("one_hot", clip_value=0.2)[1].direct
     assert not losses("one_hot", max_importance_ratio=2.0)[1].direct

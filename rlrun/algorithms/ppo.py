@@ -29,7 +29,7 @@ def _tensor_ppo_loss() -> type:
     from torchrl.objectives.utils import distance_loss
 
     from rlrun.builders.policies import BoundedActor
-    from rlrun.builders.tensor_losses import mlp, mlp_input, mlp_layers, read_weights
+    from rlrun.builders.tensor_losses import mlp_layers, network_outputs
     from rlrun.compat.torchrl import (
         CapturablePPOLoss,
         ppo_advantage,
@@ -40,20 +40,21 @@ def _tensor_ppo_loss() -> type:
 
     class TensorPPOLoss(CapturablePPOLoss):
         """TorchRL's ``ClipPPOLoss`` (rlrun's capturable one), its terms computed straight on
-        the minibatch's tensors where actor and critic are plain MLPs (the actor's distribution
-        is still TorchRL's, built on the MLP's outputs) and the minibatch carries its
-        advantages; TorchRL's ``forward`` otherwise (a recurrent or CNN policy, a continuous
-        actor's scale head, value clipping, a proximal actor or capped importance ratios,
-        composite actions). The same terms, in TorchRL's order of operations: a test compares
-        them, their gradients and the trained weights with TorchRL's on the same minibatches,
-        bit for bit (tests/test_tensor_ppo.py). TorchRL's
-        routes both networks through functional parameter swaps and tensordicts, which cost a
-        small network more than its arithmetic on the CPU (docs/benchmarks.md, PPO)."""
+        the minibatch's tensors where the actor is one network before its distribution (rlrun's
+        ``BoundedActor``), the critic one network, and the minibatch carries its advantages:
+        each network run on the loss's parameters (a plain MLP's as read, any other swapped in),
+        the actor's distribution still TorchRL's, built on its outputs. TorchRL's ``forward``
+        otherwise (a recurrent policy, value clipping, a proximal actor or capped importance
+        ratios, composite actions). The same terms, in TorchRL's order of operations: a test
+        compares them, their gradients and the trained weights with TorchRL's on the same
+        minibatches, bit for bit (tests/test_tensor_ppo.py). TorchRL's routes both networks
+        through tensordicts and functional parameter swaps, which cost a small network more
+        than its arithmetic on the CPU (docs/benchmarks.md, PPO)."""
 
         def __init__(self, actor, critic, **kwargs) -> None:
             super().__init__(actor, critic, **kwargs)
             head = actor.module[0] if isinstance(actor, BoundedActor) and actor.direct else None
-            plain = (
+            self.direct = (
                 head is not None
                 and type(critic) is TensorDictModule
                 and critic.out_keys == [self.tensor_keys.value]
@@ -65,15 +66,15 @@ def _tensor_ppo_loss() -> type:
                 and self.critic_coeff > 0
                 and isinstance(kwargs.get("entropy_coeff", 0.0), float | int)
             )
+            # plain MLPs: their layers, run on the parameters as read (else: swapped in)
             self.actor_layers = (
                 mlp_layers(head, ("module", "0", "module"), self.actor_network_params)
-                if plain
+                if self.direct
                 else []
             )
             self.critic_layers = (
-                mlp_layers(critic, ("module",), self.critic_network_params) if plain else []
+                mlp_layers(critic, ("module",), self.critic_network_params) if self.direct else []
             )
-            self.direct = bool(self.actor_layers and self.critic_layers)
 
         def forward(self, tensordict: TensorDictBase) -> TensorDict:
             keys = self.tensor_keys
@@ -119,22 +120,26 @@ def _tensor_ppo_loss() -> type:
             return TensorDict(out)
 
         def policy(self, batch: TensorDictBase) -> torch.distributions.Distribution:
-            """The actor's distribution on ``batch``, its MLP run on the loss's parameters and
-            the distribution TorchRL's head builds from its outputs (and the batch's other
+            """The actor's distribution on ``batch``: its network run on the loss's parameters,
+            the distribution TorchRL's head builds from its outputs (and from the batch's other
             inputs of it, e.g. an action mask)."""
-            head, draw = self.actor_network.module[0], self.actor_network.module[-1]
-            weights = read_weights(self.actor_layers, self.actor_network_params)
-            outputs = mlp(weights, mlp_input(head, batch))
-            params = dict(zip(head.out_keys, (outputs,), strict=True))
+            actor = self.actor_network
+            head, draw = actor.module[0], actor.module[-1]
+            outputs = network_outputs(
+                head, self.actor_layers, self.actor_network_params, actor, batch
+            )
+            params = dict(zip(head.out_keys, outputs, strict=True))
             inputs = {key: params[key] if key in params else batch.get(key) for key in draw.in_keys}
             return draw.get_dist(TensorDict(inputs))
 
         def critic_terms(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
             """TorchRL's ``loss_critic`` (times ``critic_coeff``, not yet reduced) and the
-            explained variance, the critic's MLP run on the loss's parameters."""
+            explained variance, the critic run on the loss's parameters."""
             target_return = batch.get(self.tensor_keys.value_target)
-            weights = read_weights(self.critic_layers, self.critic_network_params)
-            state_value = mlp(weights, mlp_input(self.critic_network, batch))
+            critic = self.critic_network
+            (state_value,) = network_outputs(
+                critic, self.critic_layers, self.critic_network_params, critic, batch
+            )
             loss_value = distance_loss(
                 target_return, state_value, loss_function=self.loss_critic_type
             )

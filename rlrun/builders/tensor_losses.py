@@ -152,6 +152,25 @@ def ensemble(weights: list, x: torch.Tensor) -> torch.Tensor:
     return torch.stack([mlp(weights, x, i) for i in range(count)])
 
 
+def network_outputs(
+    module: TensorDictModule,
+    layers: list[Layer],
+    params: TensorDictBase,
+    root: nn.Module,
+    batch: TensorDictBase,
+) -> tuple[torch.Tensor, ...]:
+    """``module``'s network on its inputs read from ``batch``, with the loss's ``params`` (of
+    ``root``, the loss's module holding ``module``): a plain MLP's ``layers`` (:func:`mlp_layers`)
+    run on them as read, any other network with them swapped into ``root`` as TorchRL does; its
+    outputs as a tuple, one per ``module.out_keys``."""
+    if layers:
+        outputs = mlp(read_weights(layers, params), mlp_input(module, batch))
+    else:
+        with params.to_module(root, preserve_module_state=False):
+            outputs = call(module, batch)
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
 def mlp_input(
     module: TensorDictModule,
     batch: TensorDictBase,
