@@ -261,3 +261,17 @@ def exported_file_runner(path: Path):
         ]
     module = torch.jit.load(str(path))
     return lambda *xs: list(out) if isinstance(out := module(*xs), tuple) else [out]
+
+
+def forward_calls(monkeypatch: pytest.MonkeyPatch, loss_class: type) -> list[type]:
+    """The types of the losses whose ``forward`` reached ``loss_class.forward`` (each call
+    recorded, then run unchanged): whether a loss with a direct path took TorchRL's."""
+    calls: list[type] = []
+    forward = loss_class.forward
+
+    def counted(self, tensordict):
+        calls.append(type(self))
+        return forward(self, tensordict)
+
+    monkeypatch.setattr(loss_class, "forward", counted)
+    return calls

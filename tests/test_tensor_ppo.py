@@ -12,6 +12,7 @@ import copy
 
 import pytest
 import torch
+from conftest import forward_calls
 from tensordict import TensorDict
 from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
 from torchrl.objectives import ClipPPOLoss
@@ -43,15 +44,7 @@ SPECS = {
 def torchrl_calls(monkeypatch: pytest.MonkeyPatch) -> list[type]:
     """The loss types whose forward reached TorchRL's ``ClipPPOLoss.forward`` (as
     ``CapturablePPOLoss.forward``: TorchRL's loss metaclass binds each class its own)."""
-    calls: list[type] = []
-    forward = CapturablePPOLoss.forward
-
-    def counted(self, tensordict):
-        calls.append(type(self))
-        return forward(self, tensordict)
-
-    monkeypatch.setattr(CapturablePPOLoss, "forward", counted)
-    return calls
+    return forward_calls(monkeypatch, CapturablePPOLoss)
 
 
 def losses(case: str, copied: bool = False, **kwargs) -> list[ClipPPOLoss]:

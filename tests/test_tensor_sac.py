@@ -15,6 +15,7 @@ import copy
 
 import pytest
 import torch
+from conftest import forward_calls
 from tensordict import TensorDict
 from torchrl.data import Bounded, Composite, Unbounded
 from torchrl.objectives import SACLoss, SoftUpdate, ValueEstimators
@@ -38,15 +39,7 @@ def one_thread():
 @pytest.fixture
 def torchrl_calls(monkeypatch: pytest.MonkeyPatch) -> list[type]:
     """The loss types whose forward reached TorchRL's ``SACLoss.forward``."""
-    calls: list[type] = []
-    forward = SACLoss.forward
-
-    def counted(self, tensordict):
-        calls.append(type(self))
-        return forward(self, tensordict)
-
-    monkeypatch.setattr(SACLoss, "forward", counted)
-    return calls
+    return forward_calls(monkeypatch, SACLoss)
 
 
 def losses(**kwargs) -> list[tuple[SACLoss, SoftUpdate]]:
