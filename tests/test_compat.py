@@ -114,7 +114,7 @@ def check_ensemble_qvalues() -> str | None:
     return contains(CQLLoss, "self._vmap_qvalue_networkN0 = ")
 
 
-def check_ppo_advantage() -> str | None:
+def check_standardized_advantage() -> str | None:
     from torchrl.objectives import PPOLoss
 
     return first(
@@ -123,7 +123,7 @@ def check_ppo_advantage() -> str | None:
     )
 
 
-def check_ppo_clip_bounds() -> str | None:
+def check_log_ratio_bounds() -> str | None:
     from torchrl.objectives import ClipPPOLoss
 
     if not isinstance(ClipPPOLoss.__dict__.get("_clip_bounds"), property):
@@ -131,7 +131,7 @@ def check_ppo_clip_bounds() -> str | None:
     return contains(ClipPPOLoss.forward, "log_weight.clamp(*self._clip_bounds)")
 
 
-def check_ppo_entropy() -> str | None:
+def check_policy_entropy() -> str | None:
     from torchrl.objectives import PPOLoss
 
     return params(PPOLoss._get_entropy, "self", "dist", "adv_shape")
@@ -667,13 +667,13 @@ ENTRIES = [
     ),
     Entry(
         T,
-        ("ppo_advantage",),
+        ("standardized_advantage",),
         "PPOLoss._maybe_normalize_advantage",
         TORCHRL,
-        check_ppo_advantage,
+        check_standardized_advantage,
     ),
-    Entry(T, ("ppo_clip_bounds",), "ClipPPOLoss._clip_bounds", TORCHRL, check_ppo_clip_bounds),
-    Entry(T, ("ppo_entropy",), "PPOLoss._get_entropy", TORCHRL, check_ppo_entropy),
+    Entry(T, ("log_ratio_bounds",), "ClipPPOLoss._clip_bounds", TORCHRL, check_log_ratio_bounds),
+    Entry(T, ("policy_entropy",), "PPOLoss._get_entropy", TORCHRL, check_policy_entropy),
     Entry(T, ("reduce_loss",), "LossModule._reduce_loss", TORCHRL, check_reduce_loss),
     Entry(T, ("loss_mask_keys",), "LossModule._loss_mask_keys", TORCHRL, check_loss_mask_keys),
     Entry(

@@ -32,10 +32,10 @@ def _tensor_ppo_loss() -> type:
     from rlrun.builders.tensor_losses import mlp_layers, network_outputs
     from rlrun.compat.torchrl import (
         CapturablePPOLoss,
-        ppo_advantage,
-        ppo_clip_bounds,
-        ppo_entropy,
+        log_ratio_bounds,
+        policy_entropy,
         reduce_loss,
+        standardized_advantage,
     )
 
     class TensorPPOLoss(CapturablePPOLoss):
@@ -87,7 +87,7 @@ def _tensor_ppo_loss() -> type:
                 and advantage.shape == (*prev_log_prob.shape, 1)
             ):
                 return super().forward(tensordict)
-            advantage = ppo_advantage(self, advantage, tensordict)
+            advantage = standardized_advantage(self, advantage, tensordict)
             dist = self.policy(tensordict)
             log_prob = dist.log_prob(tensordict.get(keys.action))
             log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
@@ -96,7 +96,7 @@ def _tensor_ppo_loss() -> type:
                 lw = log_weight.squeeze(-1)
                 ess = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp()
             gain1 = log_weight.exp() * advantage
-            log_weight_clip = log_weight.clamp(*ppo_clip_bounds(self))
+            log_weight_clip = log_weight.clamp(*log_ratio_bounds(self))
             clip_fraction = (log_weight_clip != log_weight).to(log_weight.dtype).mean()
             gain2 = log_weight_clip.exp() * advantage
             gain = torch.stack([gain1, gain2], -1).min(dim=-1).values
@@ -106,7 +106,7 @@ def _tensor_ppo_loss() -> type:
                 "kl_approx": kl_approx.detach().mean(),
             }
             if self.entropy_bonus:
-                entropy = ppo_entropy(self, dist, advantage.shape[:-1])
+                entropy = policy_entropy(self, dist, advantage.shape[:-1])
                 out["entropy"] = entropy.detach().mean()
                 out["loss_entropy"] = -self.entropy_coeff * entropy
             out.update(self.critic_terms(tensordict))

@@ -103,7 +103,7 @@ def ensemble_qvalues(loss: LossModule, tensordict: TensorDictBase, params: Any) 
     return loss._vmap_qvalue_networkN0(tensordict, params)
 
 
-def ppo_advantage(
+def standardized_advantage(
     loss: ClipPPOLoss, advantage: torch.Tensor, tensordict: TensorDictBase
 ) -> torch.Tensor:
     """``advantage`` as ``loss`` weighs its objective with it: standardised where
@@ -113,13 +113,13 @@ def ppo_advantage(
     return loss._maybe_normalize_advantage(advantage, tensordict, update_norm=False)
 
 
-def ppo_clip_bounds(loss: ClipPPOLoss) -> tuple[torch.Tensor, torch.Tensor]:
+def log_ratio_bounds(loss: ClipPPOLoss) -> tuple[torch.Tensor, torch.Tensor]:
     """The bounds ``loss`` clamps the log importance ratio to (from its ``clip_epsilon``, or
     its low and high ones). Private (torchrl 0.14.1): ``ClipPPOLoss._clip_bounds``."""
     return loss._clip_bounds
 
 
-def ppo_entropy(loss: ClipPPOLoss, dist: Distribution, adv_shape: torch.Size) -> torch.Tensor:
+def policy_entropy(loss: ClipPPOLoss, dist: Distribution, adv_shape: torch.Size) -> torch.Tensor:
     """The entropy ``loss`` rewards, per sample (analytic, or sampled where that is not
     finite). Private (torchrl 0.14.1): ``PPOLoss._get_entropy`` (:class:`CapturablePPOLoss`'s
     where ``loss`` is one)."""
