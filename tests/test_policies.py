@@ -16,6 +16,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import ProbabilisticActor
 
 from rlrun.builders.action_masks import MASK_KEY
+from rlrun.builders.multiagent import team_actor
 from rlrun.builders.policies import make_actor_critic, make_stochastic_actor_q
 
 OBS = Composite(observation=Unbounded(shape=(5,)))
@@ -23,9 +24,13 @@ MASKED_OBS = Composite(
     observation=Unbounded(shape=(5,)), **{MASK_KEY: Categorical(2, shape=(4,), dtype=torch.bool)}
 )
 CONTINUOUS = Bounded(low=-2.0, high=torch.tensor([2.0, 1.0]), shape=(2,))
+TEAM_OBS = Composite(agents=Composite(observation=Unbounded(shape=(3, 5)), shape=(3,)))
 
 
 def actor(case: str):
+    if case.startswith("team"):  # three agents, one network each (MAPPO's, IPPO's actors)
+        spec = OneHot(4, shape=(3, 4)) if case == "team" else Bounded(-1.0, 1.0, shape=(3, 2))
+        return team_actor(TEAM_OBS, spec, [8], "tanh", False, True, return_log_prob=True)
     if case == "sac":
         return make_stochastic_actor_q(
             observation_spec=OBS, action_spec=CONTINUOUS, hidden_sizes=[8]
@@ -53,6 +58,7 @@ def batch(n: int = 6) -> TensorDict:
             "actor_h": torch.zeros(n, 1, 8),
             "actor_c": torch.zeros(n, 1, 8),
             "is_init": torch.ones(n, 1, dtype=torch.bool),
+            ("agents", "observation"): torch.randn(n, 3, 5),
         },
         [n],
     )
@@ -66,7 +72,17 @@ def calls(module) -> list[int]:
 
 
 @pytest.mark.parametrize(
-    "case", ["one_hot", "categorical", "masked", "tanh_normal", "state_independent_std", "sac"]
+    "case",
+    [
+        "one_hot",
+        "categorical",
+        "masked",
+        "tanh_normal",
+        "state_independent_std",
+        "sac",
+        "team",
+        "team_continuous",
+    ],
 )
 @pytest.mark.parametrize("grad", [False, True])
 def test_exploring_call_draws_as_torchrl(case: str, grad: bool) -> None:
@@ -86,7 +102,9 @@ def test_exploring_call_draws_as_torchrl(case: str, grad: bool) -> None:
                 assert torch.equal(ours[key], theirs[key]), key
                 assert ours[key].requires_grad == theirs[key].requires_grad, key
     if grad:  # the log-probability (SAC's: the reparameterised action) carries the gradient
-        ours.get("action_log_prob", ours["action"]).sum().backward()
+        draw = policy.module[-1]
+        key = draw.log_prob_key if draw.return_log_prob else draw.dist_sample_keys[0]
+        ours[key].sum().backward()
         assert all(p.grad is not None for p in policy.module[0].parameters())
 
 

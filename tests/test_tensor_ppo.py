@@ -69,8 +69,9 @@ def losses(case: str, copied: bool = False, **kwargs) -> list[ClipPPOLoss]:
 
 
 def batch(case: str, seed: int, extra: dict | None = None) -> TensorDict:
-    """A minibatch as GAE leaves it: advantages, value targets, the collected log-probs (off
-    the current policy's by up to about 40%, so that some ratios are clipped)."""
+    """A minibatch as GAE leaves it: advantages, value targets, and collected log-probs drawn
+    at random (the ratios spread, some clipped: each step of the training test checks one
+    is)."""
     g = torch.Generator().manual_seed(seed)
     mask = torch.rand(BATCH, 4, generator=g) < 0.6
     mask[:, 1] = True  # a legal action in every state
