@@ -34,13 +34,11 @@ def _tensor_dqn_loss() -> type:
     from torchrl.objectives.utils import distance_loss
 
     from rlrun.builders.tensor_losses import (
-        call,
-        mlp,
-        mlp_input,
         mlp_layers,
+        network_outputs,
         plain_td0,
-        read_weights,
         td0_target,
+        weights_of,
     )
 
     class TensorDQNLoss(DQNLoss):
@@ -78,7 +76,7 @@ def _tensor_dqn_loss() -> type:
             if not self.direct or not plain_td0(self, tensordict):
                 return super().forward(tensordict)
             action = tensordict.get(self.tensor_keys.action)
-            online = self.weights(self.value_network_params)  # read once, used twice
+            online = weights_of(self.q_layers, self.value_network_params)  # used twice
             pred_val = self.q_values(online, tensordict)
             if self.action_space == "categorical":
                 if action.ndim != pred_val.ndim:
@@ -87,7 +85,7 @@ def _tensor_dqn_loss() -> type:
             else:
                 pred_val_index = (pred_val * action.to(torch.float)).sum(-1)
             with torch.no_grad():
-                target = self.weights(self.target_value_network_params)
+                target = weights_of(self.q_layers, self.target_value_network_params)
                 next_pred_val = self.q_values(target, tensordict, True)
                 if self.double_dqn:  # the online network picks, the target network values
                     best = self.q_values(online, tensordict, True).argmax(-1, keepdim=True)
@@ -100,24 +98,14 @@ def _tensor_dqn_loss() -> type:
             loss = distance_loss(pred_val_index, target_value, self.loss_function).mean()
             return TensorDict(loss=loss)
 
-        def weights(self, params: TensorDictBase) -> list | TensorDictBase:
-            """What :meth:`q_values` computes with: a plain MLP's weights read from ``params``
-            (the loss's or the target's), else ``params`` themselves."""
-            return read_weights(self.q_layers, params) if self.q_layers else params
-
         def q_values(
             self, weights: list | TensorDictBase, batch: TensorDictBase, next_state: bool = False
         ) -> torch.Tensor:
-            """The action values of the states (``next_state``: the next ones) with ``weights``
-            (:meth:`weights`): a plain MLP on them as read, any other network with its
-            parameters swapped in, as TorchRL does (a deep copy of the loss leaves its module
-            with copies of its own)."""
-            head = self.value_network.module[0]
+            """The action values of the states (``next_state``: the next ones) with
+            ``weights`` (``weights_of``: the loss's or the target's)."""
             prefix = ("next",) if next_state else ()
-            if self.q_layers:
-                return mlp(weights, mlp_input(head, batch, prefix))
-            with weights.to_module(self.value_network, preserve_module_state=False):
-                return call(head, batch, prefix)
+            head = self.value_network.module[0]
+            return network_outputs(head, weights, self.value_network, batch, prefix)[0]
 
     return TensorDQNLoss
 

@@ -29,7 +29,7 @@ def _tensor_ppo_loss() -> type:
     from torchrl.objectives.utils import distance_loss
 
     from rlrun.builders.policies import BoundedActor
-    from rlrun.builders.tensor_losses import mlp_layers, network_outputs
+    from rlrun.builders.tensor_losses import mlp_layers, network_outputs, weights_of
     from rlrun.compat.torchrl import (
         CapturablePPOLoss,
         log_ratio_bounds,
@@ -125,9 +125,8 @@ def _tensor_ppo_loss() -> type:
             inputs of it, e.g. an action mask)."""
             actor = self.actor_network
             head, draw = actor.module[0], actor.module[-1]
-            outputs = network_outputs(
-                head, self.actor_layers, self.actor_network_params, actor, batch
-            )
+            weights = weights_of(self.actor_layers, self.actor_network_params)
+            outputs = network_outputs(head, weights, actor, batch)
             params = dict(zip(head.out_keys, outputs, strict=True))
             inputs = {key: params[key] if key in params else batch.get(key) for key in draw.in_keys}
             return draw.get_dist(TensorDict(inputs))
@@ -137,9 +136,8 @@ def _tensor_ppo_loss() -> type:
             explained variance, the critic run on the loss's parameters."""
             target_return = batch.get(self.tensor_keys.value_target)
             critic = self.critic_network
-            (state_value,) = network_outputs(
-                critic, self.critic_layers, self.critic_network_params, critic, batch
-            )
+            weights = weights_of(self.critic_layers, self.critic_network_params)
+            (state_value,) = network_outputs(critic, weights, critic, batch)
             loss_value = distance_loss(
                 target_return, state_value, loss_function=self.loss_critic_type
             )

@@ -152,22 +152,30 @@ def ensemble(weights: list, x: torch.Tensor) -> torch.Tensor:
     return torch.stack([mlp(weights, x, i) for i in range(count)])
 
 
+def weights_of(layers: list[Layer], params: TensorDictBase) -> list | TensorDictBase:
+    """What :func:`network_outputs` runs a network with: a plain MLP's ``layers``
+    (:func:`mlp_layers`) read from ``params`` (:func:`read_weights`), else ``params`` themselves,
+    to swap in. Read once, a step's several calls of the same network share them."""
+    return read_weights(layers, params) if layers else params
+
+
 def network_outputs(
     module: TensorDictModule,
-    layers: list[Layer],
-    params: TensorDictBase,
+    weights: list | TensorDictBase,
     root: nn.Module,
     batch: TensorDictBase,
+    prefix: tuple[str, ...] = (),
 ) -> tuple[torch.Tensor, ...]:
-    """``module``'s network on its inputs read from ``batch``, with the loss's ``params`` (of
-    ``root``, the loss's module holding ``module``): a plain MLP's ``layers`` (:func:`mlp_layers`)
-    run on them as read, any other network with them swapped into ``root`` as TorchRL does; its
-    outputs as a tuple, one per ``module.out_keys``."""
-    if layers:
-        outputs = mlp(read_weights(layers, params), mlp_input(module, batch))
+    """``module``'s network on its inputs read from ``batch`` (under ``prefix``) with the
+    loss's ``weights`` (:func:`weights_of`): a plain MLP's run as read, any other network's
+    parameters swapped into ``root`` (the loss's module holding ``module``) as TorchRL does (a
+    deep copy of a loss leaves its modules with copies of their own); its outputs as a tuple,
+    one per ``module.out_keys``."""
+    if isinstance(weights, list):
+        outputs = mlp(weights, mlp_input(module, batch, prefix))
     else:
-        with params.to_module(root, preserve_module_state=False):
-            outputs = call(module, batch)
+        with weights.to_module(root, preserve_module_state=False):
+            outputs = call(module, batch, prefix)
     return outputs if isinstance(outputs, tuple) else (outputs,)
 
 
