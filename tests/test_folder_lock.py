@@ -9,11 +9,14 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from conftest import CHECKPOINTED, RLRUN, run_rlrun, summary
+
+from rlrun.folders.folder_lock import held_by
 
 
 def wait_for(condition, timeout_s: float = 120.0) -> None:
@@ -83,3 +86,49 @@ def test_a_sweep_resumed_twice_at_once_runs_its_job_once(workdir) -> None:
     assert summary(sweep / "1")["frames"] == 4096
     log = (sweep / "1" / "cli.log").read_text()
     assert log.count("resumed from") == 1, log
+
+
+# takes the lock, empties the file, then writes its description, half a second between steps: a
+# holder descheduled between the steps of rlrun's own ``hold``
+SLOW_HOLDER = """
+import fcntl, json, os, socket, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print("locked", flush=True)
+time.sleep(0.5)
+os.ftruncate(fd, 0)
+print("emptied", flush=True)
+time.sleep(0.5)
+me = {"command": "rlrun slow-holder", "host": socket.gethostname(), "pid": os.getpid(),
+      "since": "now"}
+os.pwrite(fd, json.dumps(me).encode(), 0)
+time.sleep(60)
+"""
+
+
+def test_a_refusal_names_the_holder_that_has_not_yet_written_its_name(workdir) -> None:
+    """The lock file still names its previous, ended holder when the next one takes the lock
+    (then it is empty for a moment): the refusal waits for the new holder's description instead
+    of naming the ended one, or "another process" (what CI once got from a sweep resumed twice
+    at once)."""
+    run = workdir / "run"
+    run.mkdir()
+    ended = subprocess.Popen(["true"])  # a pid of this host that no longer exists
+    ended.wait()
+    stale = {"command": "rlrun ended-holder", "host": os.uname().nodename, "pid": ended.pid}
+    (run / ".rlrun.lock").write_text(json.dumps({**stale, "since": "before"}))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", SLOW_HOLDER, str(run / ".rlrun.lock")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        named = []
+        for step in ("locked\n", "emptied\n"):
+            assert holder.stdout.readline() == step
+            named.append(held_by(run))  # what the console script's check calls, at once
+    finally:
+        holder.kill()
+        holder.communicate()
+    expected = f"rlrun slow-holder (host {os.uname().nodename}, pid {holder.pid}, since now)"
+    assert named == [expected, expected]

@@ -35,14 +35,33 @@ log = logging.getLogger(__name__)
 _held: dict[Path, int] = {}  # folder -> descriptor of this process's lock on it
 
 
-def _holder(fd: int) -> str:
-    """Who holds the lock, as its file says (written by :func:`hold`)."""
+def _holder(fd: int, wait_s: float = 2.0) -> str:
+    """Who holds the lock, as its file says (written by :func:`hold`). A holder writes its
+    description just after it takes the lock: until then the file is empty, or still names its
+    previous, ended holder; both are read again for up to ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            saved = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+            where = f"host {saved['host']}, pid {saved['pid']}, since {saved['since']}"
+            if saved["host"] != socket.gethostname() or _alive(saved["pid"]):
+                return f"{saved['command']} ({where})"
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        if time.monotonic() >= deadline:
+            return "another process"
+        time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host still exists."""
     try:
-        saved = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
-        where = f"host {saved['host']}, pid {saved['pid']}, since {saved['since']}"
-        return f"{saved['command']} ({where})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another process"
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def held_by(folder: Path) -> str | None:
