@@ -215,9 +215,9 @@ def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(workdir: Pa
 def test_fused_off_policy_step_samples_and_updates_targets_as_the_hook_path(
     tmp_path: Path,
 ) -> None:
-    """``+experiment=sac``: the update step samples the storage itself (uniform), and its one
-    foreach lerp moves the target networks exactly as TorchRL's SoftUpdate after the same step
-    on the same sample."""
+    """``+experiment=sac``: the update step samples the storage itself (uniform), the entries
+    its loss reads, and its one foreach lerp moves the target networks exactly as TorchRL's
+    SoftUpdate after the same step on the same sample (every entry)."""
     from torchrl.objectives import SoftUpdate
 
     with built(tmp_path, "+experiment=sac", "collector.init_random_frames=0") as (cfg, trainer):
@@ -227,6 +227,8 @@ def test_fused_off_policy_step_samples_and_updates_targets_as_the_hook_path(
         assert len(trainer._process_optim_batch_ops) == 1
         batch = trainer._process_batch_hook(next(iter(trainer.collector)))
         assert int(step.sampler.stored) == len(trainer.replay_buffer)
+        # it gathers only what the loss reads (the storage holds more entries), all of it
+        assert set(step.sampler.sample().keys(True, True)) == set(trainer.loss_module.in_keys)
         loss = copy.deepcopy(trainer.loss_module)
         optimizer = torch.optim.Adam(loss.parameters(), lr=cfg.optim.lr, eps=1e-5)
         reference = UpdateStep(loss, optimizer, cfg.algo.max_grad_norm, torch.device("cpu"))

@@ -36,10 +36,28 @@ def plain_td0(loss: LossModule, batch: TensorDictBase) -> bool:
         return False
     if estimator.average_rewards:
         return False
-    keys = [estimator.tensor_keys.steps_to_next_obs, *loss_mask_keys(loss)]
+    keys = optional_keys(loss)
     if loss.use_prioritized_weights in (True, "auto"):
         keys.append(loss.tensor_keys.priority_weight)
     return all(batch.get(key, None) is None for key in keys)
+
+
+def optional_keys(loss: LossModule) -> list[NestedKey]:
+    """The entries a TorchRL loss acts on where a batch has them, beyond its ``in_keys``: the
+    loss masks its reduction looks for and its value estimator's n-step gaps."""
+    keys = list(loss_mask_keys(loss))
+    if getattr(type(loss), "default_value_estimator", None) is not None:
+        steps = getattr(loss.value_estimator.tensor_keys, "steps_to_next_obs", None)
+        keys += [steps] if steps is not None else []
+    return keys
+
+
+def batch_keys(loss: nn.Module) -> list[NestedKey] | None:
+    """Every entry ``loss`` may read from a batch: a TorchRL loss's ``in_keys`` and
+    :func:`optional_keys`; None where the loss declares no ``in_keys`` (a user's loss that is
+    not a TorchRL one: it gets every entry)."""
+    keys = getattr(loss, "in_keys", None) if isinstance(loss, LossModule) else None
+    return [*keys, *optional_keys(loss)] if keys else None
 
 
 def td0_target(loss: LossModule, batch: TensorDictBase, next_value: torch.Tensor) -> torch.Tensor:

@@ -29,6 +29,7 @@ from torchrl.trainers import OptimizationStepper, Trainer
 
 from rlrun.builders.buffers import UniformSampler
 from rlrun.builders.devices import Placement, synchronize
+from rlrun.builders.tensor_losses import batch_keys
 from rlrun.compat.torchrl import run_post_loss_hooks
 from rlrun.errors import ConfigError, RunError
 
@@ -126,6 +127,8 @@ class UpdateStep(OptimizationStepper):
         self.compile = compile
         self.cudagraphs = cudagraphs
         self.sampler = sampler
+        if sampler is not None:
+            sampler.read_only(batch_keys(loss))
         # a soft update is a lerp of tensors: inside the function; anything else after it
         soft = isinstance(target_updater, SoftUpdate)
         self.inner_target = target_updater if soft else None
