@@ -92,7 +92,7 @@ def test_dqn_on_tensors_trains_as_torchrls_loss(
     ]
     (terms, priorities, weights, _), (terms2, priorities2, weights2, tensor_loss) = runs
     assert tensor_loss.direct and plain_td0(tensor_loss, batches[0])  # the direct path ran
-    assert bool(tensor_loss.q_layers) is not normed  # a plain MLP read, else swapped in
+    assert bool(tensor_loss.q_weights.layers) is not normed  # a plain MLP read, else swapped in
     assert all(torch.equal(a, b) for a, b in zip(terms, terms2, strict=True))
     assert all(torch.equal(a, b) for a, b in zip(priorities, priorities2, strict=True))
     for key, value in weights.items():
@@ -124,3 +124,38 @@ def test_dqn_with_an_action_mask_takes_torchrls_path() -> None:
     masked = Composite(observation=Unbounded(shape=(4,)), action_mask=Categorical(2, shape=(3,)))
     ac = make_qvalue_actor(observation_spec=masked, action_spec=OneHot(3), hidden_sizes=[8])
     assert not dqn.TensorDQNLoss(ac.qvalue, delay_value=True).direct
+
+
+def test_dqn_kept_weights_follow_a_copy_and_a_cast() -> None:
+    """The tensor loss keeps its read of the plain MLP's weights from step to step: a deep copy
+    of a loss that has trained, then the copy cast to float64 (new parameter tensors), train
+    on their own tensors, as TorchRL's loss copied and cast at the same point."""
+    spec = OneHot(3)
+    batches = [dqn_batch(spec) for _ in range(9)]
+    runs = [
+        train_dqn(cls, spec, True, copy.deepcopy(batches[:3]))
+        for cls in (DQNLoss, dqn.TensorDQNLoss)
+    ]
+    losses = [run[3] for run in runs]
+    assert losses[1].q_weights.kept  # a read kept from the steps above
+    for cast in (False, True):
+        losses = [copy.deepcopy(loss) for loss in losses]
+        if cast:
+            losses = [loss.double() for loss in losses]
+        terms = []
+        for loss in losses:
+            optimizer = torch.optim.Adam(loss.parameters(), lr=1e-2)
+            out = []
+            for batch in copy.deepcopy(batches[3:6] if not cast else batches[6:]):
+                if cast:
+                    batch = batch.apply(lambda t: t.double() if t.is_floating_point() else t)
+                optimizer.zero_grad()
+                step = loss(batch)
+                step["loss"].backward()
+                optimizer.step()
+                out.append(step["loss"].detach())
+            terms.append(out)
+        assert all(torch.equal(a, b) for a, b in zip(*terms, strict=True)), terms
+        assert terms[1][0].dtype == (torch.float64 if cast else torch.float32)
+    online = losses[1].value_network_params
+    assert losses[1].q_weights(online)[0][0][0] is online.get(losses[1].q_weights.layers[0][0])

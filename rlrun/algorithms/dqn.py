@@ -34,11 +34,11 @@ def _tensor_dqn_loss() -> type:
     from torchrl.objectives.utils import distance_loss
 
     from rlrun.builders.tensor_losses import (
+        Weights,
         mlp_layers,
         network_outputs,
         plain_td0,
         td0_target,
-        weights_of,
     )
 
     class TensorDQNLoss(DQNLoss):
@@ -61,7 +61,7 @@ def _tensor_dqn_loss() -> type:
                 and type(network.module[1]) is QValueModule
                 and network.module[1].action_mask_key is None
             )
-            self.q_layers = (  # a plain MLP's layers, read from the parameters
+            self.q_weights = Weights(  # a plain MLP's layers, read from the parameters
                 mlp_layers(
                     network.module[0],
                     ("module", "0", "module"),
@@ -76,7 +76,7 @@ def _tensor_dqn_loss() -> type:
             if not self.direct or not plain_td0(self, tensordict):
                 return super().forward(tensordict)
             action = tensordict.get(self.tensor_keys.action)
-            online = weights_of(self.q_layers, self.value_network_params)  # used twice
+            online = self.q_weights(self.value_network_params)  # used twice
             pred_val = self.q_values(online, tensordict)
             if self.action_space == "categorical":
                 if action.ndim != pred_val.ndim:
@@ -85,7 +85,7 @@ def _tensor_dqn_loss() -> type:
             else:
                 pred_val_index = (pred_val * action.to(torch.float)).sum(-1)
             with torch.no_grad():
-                target = weights_of(self.q_layers, self.target_value_network_params)
+                target = self.q_weights(self.target_value_network_params)
                 next_pred_val = self.q_values(target, tensordict, True)
                 if self.double_dqn:  # the online network picks, the target network values
                     best = self.q_values(online, tensordict, True).argmax(-1, keepdim=True)
@@ -102,7 +102,7 @@ def _tensor_dqn_loss() -> type:
             self, weights: list | TensorDictBase, batch: TensorDictBase, next_state: bool = False
         ) -> torch.Tensor:
             """The action values of the states (``next_state``: the next ones) with
-            ``weights`` (``weights_of``: the loss's or the target's)."""
+            ``weights`` (``q_weights``: the loss's or the target's)."""
             prefix = ("next",) if next_state else ()
             head = self.value_network.module[0]
             return network_outputs(head, weights, self.value_network, batch, prefix)[0]

@@ -29,7 +29,7 @@ def _tensor_ppo_loss() -> type:
     from torchrl.objectives.utils import distance_loss
 
     from rlrun.builders.policies import BoundedActor
-    from rlrun.builders.tensor_losses import mlp_layers, network_outputs, weights_of
+    from rlrun.builders.tensor_losses import Weights, mlp_layers, network_outputs
     from rlrun.compat.torchrl import (
         CapturablePPOLoss,
         log_ratio_bounds,
@@ -67,12 +67,12 @@ def _tensor_ppo_loss() -> type:
                 and isinstance(kwargs.get("entropy_coeff", 0.0), float | int)
             )
             # plain MLPs: their layers, run on the parameters as read (else: swapped in)
-            self.actor_layers = (
+            self.actor_weights = Weights(
                 mlp_layers(head, ("module", "0", "module"), self.actor_network_params)
                 if self.direct
                 else []
             )
-            self.critic_layers = (
+            self.critic_weights = Weights(
                 mlp_layers(critic, ("module",), self.critic_network_params) if self.direct else []
             )
 
@@ -125,7 +125,7 @@ def _tensor_ppo_loss() -> type:
             inputs of it, e.g. an action mask)."""
             actor = self.actor_network
             head, draw = actor.module[0], actor.module[-1]
-            weights = weights_of(self.actor_layers, self.actor_network_params)
+            weights = self.actor_weights(self.actor_network_params)
             outputs = network_outputs(head, weights, actor, batch)
             params = dict(zip(head.out_keys, outputs, strict=True))
             inputs = {key: params[key] if key in params else batch.get(key) for key in draw.in_keys}
@@ -136,7 +136,7 @@ def _tensor_ppo_loss() -> type:
             explained variance, the critic run on the loss's parameters."""
             target_return = batch.get(self.tensor_keys.value_target)
             critic = self.critic_network
-            weights = weights_of(self.critic_layers, self.critic_network_params)
+            weights = self.critic_weights(self.critic_network_params)
             (state_value,) = network_outputs(critic, weights, critic, batch)
             loss_value = distance_loss(
                 target_return, state_value, loss_function=self.loss_critic_type

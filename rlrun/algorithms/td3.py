@@ -32,6 +32,7 @@ def _tensor_td3_loss() -> type:
     from torchrl.objectives.utils import distance_loss
 
     from rlrun.builders.tensor_losses import (
+        Weights,
         ensemble,
         mlp,
         mlp_input,
@@ -60,7 +61,7 @@ def _tensor_td3_loss() -> type:
 
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
-            self.actor_layers: list = []  # the actor's MLP (online and target)
+            self.actor_weights = Weights([])  # the actor's MLP (online and target)
             self.qvalue_layers: list = []  # the critics' MLP (each of the stack, and targets)
             self.direct = self.direct_networks()
 
@@ -87,11 +88,11 @@ def _tensor_td3_loss() -> type:
             bounds = self.bound_keys()
             if any(params.get(key, None) is None for params in actors for key in bounds):
                 return False
-            self.actor_layers = mlp_layers(head, ("module", "0", "module"), *actors)
+            self.actor_weights = Weights(mlp_layers(head, ("module", "0", "module"), *actors))
             self.qvalue_layers = mlp_layers(
                 qvalue, ("module",), self.qvalue_network_params, self.target_qvalue_network_params
             )
-            return bool(self.actor_layers and self.qvalue_layers)
+            return bool(self.actor_weights.layers and self.qvalue_layers)
 
         def bound_keys(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
             """Where the actor's parameters keep its ``TanhModule``'s low and high bounds (it
@@ -112,7 +113,7 @@ def _tensor_td3_loss() -> type:
             under ``prefix``: its MLP, then its ``TanhModule``'s operations in its order, with
             the bounds those parameters hold."""
             head, tanh = self.actor_network.module
-            feature = mlp(read_weights(self.actor_layers, params), mlp_input(head, batch, prefix))
+            feature = mlp(self.actor_weights(params), mlp_input(head, batch, prefix))
             feature = feature.tanh()
             if tanh.clamp:
                 eps = torch.finfo(feature.dtype).resolution

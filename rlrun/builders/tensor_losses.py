@@ -170,11 +170,29 @@ def ensemble(weights: list, x: torch.Tensor) -> torch.Tensor:
     return torch.stack([mlp(weights, x, i) for i in range(count)])
 
 
-def weights_of(layers: list[Layer], params: TensorDictBase) -> list | TensorDictBase:
+class Weights:
     """What :func:`network_outputs` runs a network with: a plain MLP's ``layers``
-    (:func:`mlp_layers`) read from ``params`` (:func:`read_weights`), else ``params`` themselves,
-    to swap in. Read once, a step's several calls of the same network share them."""
-    return read_weights(layers, params) if layers else params
+    (:func:`mlp_layers`) read from the given parameters (:func:`read_weights`), else the
+    parameters themselves, to swap in. A step's several calls of the same network share them.
+
+    The read is kept from step to step, per parameters' tensordict: reading each nested entry
+    of a ``TensorDictParams`` anew cost DQN's step 48 µs for its online network and 26 for its
+    target (2026-12-06, one CPU thread). A ``TensorDictParams`` keeps its tensors as objects
+    when the loss is cast, moved or loaded (their data change in place, even with
+    ``load_state_dict(assign=True)``, tensordict 0.14.3); a deep copy's is another tensordict,
+    read anew."""
+
+    def __init__(self, layers: list[Layer]) -> None:
+        self.layers = layers
+        self.kept: dict[int, tuple[TensorDictBase, list]] = {}  # id -> (parameters, read)
+
+    def __call__(self, params: TensorDictBase) -> list | TensorDictBase:
+        if not self.layers:
+            return params
+        kept = self.kept.get(id(params))  # (kept with the tensordict: its id is not reused)
+        if kept is None:
+            kept = self.kept[id(params)] = (params, read_weights(self.layers, params))
+        return kept[1]
 
 
 def network_outputs(
@@ -185,7 +203,7 @@ def network_outputs(
     prefix: tuple[str, ...] = (),
 ) -> tuple[torch.Tensor, ...]:
     """``module``'s network on its inputs read from ``batch`` (under ``prefix``) with the
-    loss's ``weights`` (:func:`weights_of`): a plain MLP's run as read, any other network's
+    loss's ``weights`` (:class:`Weights`): a plain MLP's run as read, any other network's
     parameters swapped into ``root`` (the loss's module holding ``module``) as TorchRL does (a
     deep copy of a loss leaves its modules with copies of their own); its outputs as a tuple,
     one per ``module.out_keys``."""
