@@ -154,7 +154,18 @@ def hard_update(loss: LossModule, period: int) -> HardUpdate:
     """TorchRL's ``HardUpdate`` copying every ``period`` steps. Asked for an interval of N, it
     counts to N and copies on the step after, every N + 1 steps (torchrl 0.14.1; the counter is
     public): given N - 1, it copies every N, as ``algo.target_update_period`` promises."""
-    return HardUpdate(loss, value_network_update_interval=period - 1)
+    return CountingHardUpdate(loss, value_network_update_interval=period - 1)
+
+
+class CountingHardUpdate(HardUpdate):
+    """TorchRL's ``HardUpdate``, its parameters read only on the steps that copy: its ``step``
+    reads every source and target parameter on every step to copy on one in N."""
+
+    def step(self) -> None:
+        if self.counter == self.value_network_update_interval:
+            super().step()  # copies, and counts from 0 again
+        else:
+            self.counter += 1
 
 
 def off_policy(
