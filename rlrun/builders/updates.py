@@ -140,7 +140,9 @@ class UpdateStep(OptimizationStepper):
         self.calls: dict[Any, int] = {}
         self.warmup_calls = CUDAGRAPH_WARMUP + 1 if cudagraphs else 2 if compile else 0
         self.warmup_s = 0.0
-        self.nonfinite: dict[str, torch.Tensor] = {}  # loss term -> "was NaN/inf" this batch
+        # loss term -> the sum of its values this batch, each times 0: NaN where one was NaN or inf
+        # (one op a step and term)
+        self.nonfinite: dict[str, torch.Tensor] = {}
 
     def function(self, phase: Any) -> Callable:
         """The step for ``phase``, compiled and captured on first use."""
@@ -217,16 +219,16 @@ class UpdateStep(OptimizationStepper):
                 sub_batch.set(self.priority_key, out.pop(self.priority_key))
             run_post_loss_hooks(trainer, sub_batch)  # the Trainer's post_loss stage (priorities)
         for key, value in out.items():
-            if key.startswith("loss"):
-                bad = ~torch.isfinite(value).all()
-                self.nonfinite[key] = self.nonfinite[key] | bad if key in self.nonfinite else bad
+            if key.startswith("loss"):  # NaN from this step on where a term is NaN or inf
+                seen = self.nonfinite.get(key)
+                self.nonfinite[key] = value * 0 if seen is None else seen.add(value, alpha=0)
         return out
 
     def check_finite(self, trainer: Trainer) -> None:
         """Stop the run if a loss term was NaN or inf in this batch's steps: its weights are
         broken, so they are neither sent to the collector nor saved (the last checkpoint holds
         the last good ones)."""
-        bad = [key for key, flag in self.nonfinite.items() if flag.item()]
+        bad = [key for key, flag in self.nonfinite.items() if flag.isnan().any().item()]
         self.nonfinite.clear()
         if bad:
             raise NonFiniteLoss(
