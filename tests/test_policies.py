@@ -13,11 +13,16 @@ from tensordict import TensorDict
 from tensordict.nn import set_skip_existing
 from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
 from torchrl.envs.utils import ExplorationType, set_exploration_type
-from torchrl.modules import ProbabilisticActor
+from torchrl.modules import ProbabilisticActor, TanhNormal
 
 from rlrun.builders.action_masks import MASK_KEY
 from rlrun.builders.multiagent import team_actor
-from rlrun.builders.policies import make_actor_critic, make_stochastic_actor_q
+from rlrun.builders.policies import (
+    CapturableTanhNormal,
+    make_actor_critic,
+    make_stochastic_actor_q,
+    tanh_normal_draw,
+)
 
 OBS = Composite(observation=Unbounded(shape=(5,)))
 MASKED_OBS = Composite(
@@ -132,3 +137,34 @@ def test_recurrent_actor_keeps_torchrl_path() -> None:
     with set_exploration_type(ExplorationType.RANDOM):
         out = policy(batch())
     assert drawn[0] == 1 and out["action"].shape == (6, 3)
+
+
+@pytest.mark.parametrize(
+    ("low", "high"),
+    [([-2.0], [2.0]), ([-1.0, -1.0], [1.0, 1.0]), ([-1.0, 0.0, -3.0], [2.0, 0.5, 3.0])],
+    ids=["pendulum", "unit", "uneven"],
+)
+@pytest.mark.parametrize("cls", [TanhNormal, CapturableTanhNormal])
+def test_tanh_normal_drawn_on_tensors_as_torchrls(low: list, high: list, cls: type) -> None:
+    """SAC's loss draws its actor's actions with ``tanh_normal_draw``: seed for seed the action,
+    log-probability and both parameters' gradients of ``TanhNormal.rsample_and_log_prob``, bit
+    for bit, with unit bounds too (where TorchRL skips the affine map)."""
+    low, high = torch.tensor(low), torch.tensor(high)
+    torch.manual_seed(0)
+    loc0, scale0 = torch.randn(256, len(low)) * 3, torch.rand(256, len(low)) + 0.05
+
+    def torchrls(loc: torch.Tensor, scale: torch.Tensor) -> tuple:
+        return cls(loc, scale, low=low, high=high).rsample_and_log_prob()
+
+    def on_tensors(loc: torch.Tensor, scale: torch.Tensor) -> tuple:
+        return tanh_normal_draw(loc, scale, low, high)
+
+    results = []
+    for draw in (torchrls, on_tensors):
+        loc, scale = loc0.clone().requires_grad_(), scale0.clone().requires_grad_()
+        torch.manual_seed(1)
+        action, log_prob = draw(loc, scale)
+        (action.sum() * 0.3 + log_prob.sum()).backward()
+        results.append((action, log_prob, loc.grad, scale.grad))
+    for theirs, ours in zip(*results, strict=True):
+        assert torch.equal(theirs, ours)

@@ -57,7 +57,7 @@ def losses(**kwargs) -> list[tuple[SACLoss, SoftUpdate]]:
         loss.make_value_estimator(ValueEstimators.TD0, gamma=0.99)
         made.append((loss, SoftUpdate(loss, tau=0.05)))
     (reference, _), (tensor, _) = made
-    assert tensor.direct
+    assert tensor.direct and tensor.tanh_normal  # its actor's draws on tensors too
     assert_same(reference.state_dict(), tensor.state_dict())
     return made
 

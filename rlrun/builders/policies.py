@@ -8,6 +8,7 @@ file) and returns an :class:`ActorCritic`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from torchrl.modules import (
     TanhNormal,
     set_recurrent_mode,
 )
-from torchrl.modules.distributions.utils import sample_and_log_prob
+from torchrl.modules.distributions.utils import safetanh_noeps, sample_and_log_prob
 from torchrl.modules.utils import get_primers_from_module
 
 import rlrun.compat.tensordict  # noqa: F401  (a speed fix, applied on import)
@@ -232,6 +233,29 @@ class CapturableTanhNormal(TanhNormal):
             jacobian, len(self.event_shape)
         )
         return sample, log_prob
+
+
+LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))  # as torch's Normal.log_prob computes it
+
+
+def tanh_normal_draw(
+    loc: torch.Tensor, scale: torch.Tensor, low: torch.Tensor, high: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``TanhNormal(loc, scale, low=low, high=high).rsample_and_log_prob()`` with TorchRL's
+    other defaults (no ``tanh_loc``, its safe tanh, the last dim the event), on the tensors:
+    its operations in its order without building the distribution, so the same draw,
+    log-probability and gradients bit for bit (tests/test_policies.py). Building it (torch's
+    transforms, their shape checks, a host read of the bounds) and walking its transforms
+    cost more than the arithmetic on a small batch. The bounds' affine map is applied even
+    where they are -1 and 1 (TorchRL skips it there): ``0 + 1 * y`` and ``+ log(1)`` change
+    no bit, and nothing reads the bounds on the host."""
+    preimage = loc + torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_() * scale
+    stretch = (high - low) / 2
+    sample = (high + low) / 2 + stretch * safetanh_noeps(preimage)
+    normal = -((preimage - loc) ** 2) / (2 * scale**2) - scale.log() - LOG_SQRT_2PI
+    tanh = 2.0 * (math.log(2.0) - preimage - nn.functional.softplus(-2.0 * preimage))
+    jacobian = tanh + stretch.abs().log().expand(preimage.shape)
+    return sample, normal.sum(-1) - jacobian.sum(-1)
 
 
 class CapturableMaskedCategorical(MaskedCategorical):
