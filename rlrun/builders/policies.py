@@ -246,7 +246,8 @@ def tanh_normal_draw(
     its operations in its order without building the distribution, so the same draw,
     log-probability and gradients bit for bit (tests/test_policies.py). Building it (torch's
     transforms, their shape checks, a host read of the bounds) and walking its transforms
-    cost more than the arithmetic on a small batch. The bounds' affine map is applied even
+    cost more than the arithmetic on a small batch (a draw of 256: 377-401 µs against 155-162,
+    one CPU thread, 2026-12-06). The bounds' affine map is applied even
     where they are -1 and 1 (TorchRL skips it there): ``0 + 1 * y`` and ``+ log(1)`` change
     no bit, and nothing reads the bounds on the host."""
     preimage = loc + torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_() * scale
