@@ -13,8 +13,12 @@ table says they were not run.
 Anchor (LeanRL on an H100, their figures): SAC 725 frames/s, TD3 936 and continuous PPO 1,774
 frames/s with compile + CUDA graphs, from 127, 272 and 652 without.
 
+``--pairs N`` then runs rlrun's eager CPU run and the plain CPU loop alternately N times per
+case and reports the median ratio of their update steps/s (a noisy host moves a single run by
+10%).
+
 Writes ``bench/results/devices.json`` and ``devices.md``. Usage:
-    .venv/bin/python bench/bench_devices.py [--only ppo16 sac] [--scale 0.5]
+    .venv/bin/python bench/bench_devices.py [--only ppo16 sac] [--scale 0.5] [--pairs 4]
 """
 
 from __future__ import annotations
@@ -103,6 +107,26 @@ def plain(case: str, device: str, scale: float) -> dict | None:
     return {"fps_run": out["fps"], "fps_steady": None, "updates_per_s": out["updates_per_s"]}
 
 
+def pairs(case: str, scale: float, root: Path, count: int) -> list[float]:
+    """rlrun's eager CPU run and the plain CPU loop, one after the other, ``count`` times: each
+    pair's ratio of update steps/s (on a noisy host a single run moves by 10%)."""
+    ratios = []
+    for _ in range(count):
+        ours = measure(scaled(CASES[case], scale), VARIANTS["cpu"], root)["updates_per_s"]
+        theirs = plain(case, "cpu", scale)["updates_per_s"]
+        ratios.append(ours / theirs)
+        print(case, "pair", round(ours, 1), round(theirs, 1), flush=True)
+    return ratios
+
+
+def paired(ratios: list[float] | None) -> str:
+    """The paired column: the median ratio, its range and the number of pairs."""
+    if not ratios:
+        return "--"
+    low, high = min(ratios), max(ratios)
+    return f"{statistics.median(ratios):.2f}x ({low:.2f}-{high:.2f}, {len(ratios)} pairs)"
+
+
 def cell(r: dict | None) -> str:
     if r is None:
         return "--"
@@ -119,14 +143,17 @@ def table(results: dict) -> str:
         "frames/s over the whole run (compiling included) / steady (median `train/fps`, second "
         "half of the batches), and (u/s) update steps/s once learning started. `plain`: the "
         "plain PyTorch loop of the same shape and algorithm, frames/s over its run. "
+        "`cpu / plain, paired` (with `--pairs`): rlrun's eager CPU run and the plain loop one "
+        "after the other, again and again: the median ratio of update steps/s, its range. "
         "`--` where not run.",
         "",
-        "| case | " + " | ".join(columns) + " |",
-        "|---|" + "---|" * len(columns),
+        "| case | " + " | ".join(columns) + " | cpu / plain, paired |",
+        "|---|" + "---|" * (len(columns) + 1),
     ]
     for case, row in results.items():
         when = f" ({row['measured']})" if "measured" in row else ""
-        lines.append(f"| {case}{when} | " + " | ".join(cell(row.get(c)) for c in columns) + " |")
+        cells = [cell(row.get(c)) for c in columns] + [paired(row.get("pairs"))]
+        lines.append(f"| {case}{when} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -146,6 +173,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=list(CASES), choices=list(CASES))
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every run's frames")
+    parser.add_argument(
+        "--pairs", type=int, default=0, help="then alternate the eager CPU run and its plain "
+        "loop this many times (cases with a plain loop)"
+    )  # fmt: skip
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
     device = torch.cuda.get_device_name(0) if cuda else "none (CUDA variants not run)"
@@ -162,6 +193,8 @@ def main() -> None:
                 if plain_device == "cpu" or cuda:
                     results[case][name] = plain(case, plain_device, args.scale)
                     print(case, name, results[case][name], flush=True)
+            if args.pairs and case in BASELINES:
+                results[case]["pairs"] = pairs(case, args.scale, Path(tmp), args.pairs)
     write(
         "devices",
         {"gpu": device, "cases": CASES, "variants": VARIANTS, "baselines": BASELINES,
