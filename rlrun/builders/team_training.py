@@ -125,6 +125,9 @@ class AgentSignals:
     (the fused update step's, a prioritized buffer's, a dataset's). The weights are spread for
     the length of this loss only: the next group's loss spreads them over its own agents."""
 
+    # what it reads beyond the TorchRL loss's ``in_keys`` (a fused replay sample gathers them)
+    batch_reads = (("next", "done"), ("next", "terminated"))
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         after = tensordict.get("next")
         reward = self.tensor_keys.reward  # its group's: (group, "reward")

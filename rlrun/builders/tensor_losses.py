@@ -53,11 +53,14 @@ def optional_keys(loss: LossModule) -> list[NestedKey]:
 
 
 def batch_keys(loss: nn.Module) -> list[NestedKey] | None:
-    """Every entry ``loss`` may read from a batch: a TorchRL loss's ``in_keys`` and
-    :func:`optional_keys`; None where the loss declares no ``in_keys`` (a user's loss that is
-    not a TorchRL one: it gets every entry)."""
+    """Every entry ``loss`` may read from a batch: a TorchRL loss's ``in_keys``,
+    :func:`optional_keys`, and what an rlrun wrapper of it reads before TorchRL's ``forward``
+    (its ``batch_reads``: a team's done flags, spread over the agents); None where the loss
+    declares no ``in_keys`` (a loss of several groups', a user's loss that is not a TorchRL
+    one: it gets every entry)."""
     keys = getattr(loss, "in_keys", None) if isinstance(loss, LossModule) else None
-    return [*keys, *optional_keys(loss)] if keys else None
+    extra = getattr(loss, "batch_reads", ())
+    return [*keys, *optional_keys(loss), *extra] if keys else None
 
 
 def td0_target(loss: LossModule, batch: TensorDictBase, next_value: torch.Tensor) -> torch.Tensor:
