@@ -19,7 +19,7 @@ from torchrl.objectives import DQNLoss, SoftUpdate, ValueEstimators
 
 from rlrun.algorithms import dqn
 from rlrun.builders.policies import make_qvalue_actor
-from rlrun.builders.tensor_losses import plain_td0
+from rlrun.builders.tensor_losses import batch_keys, plain_td0
 
 OBS = Composite(observation=Unbounded(shape=(4,)))
 KINDS = ("value_network_params", "target_value_network_params")
@@ -159,3 +159,25 @@ def test_dqn_kept_weights_follow_a_copy_and_a_cast() -> None:
         assert terms[1][0].dtype == (torch.float64 if cast else torch.float32)
     online = losses[1].value_network_params
     assert losses[1].q_weights(online)[0][0][0] is online.get(losses[1].q_weights.layers[0][0])
+
+
+def test_a_fused_sample_gathers_what_the_loss_reads() -> None:
+    """The fused replay sample's entries: rlrun's and TorchRL's losses' ``in_keys`` and the
+    optional entries they act on; every entry for a loss class of a user's, even one derived
+    from TorchRL's (its ``forward`` may read more than its ``in_keys``)."""
+
+    class UsersLoss(DQNLoss):
+        pass
+
+    for cls in (DQNLoss, dqn.TensorDQNLoss, UsersLoss):
+        loss = train_dqn(cls, OneHot(3), True, [])[3]
+        keys = batch_keys(loss)
+        if cls is UsersLoss:
+            assert keys is None
+        else:
+            assert keys == [
+                *loss.in_keys,
+                ("collector", "mask"),
+                "shifted_valid",
+                "steps_to_next_obs",
+            ]

@@ -55,10 +55,11 @@ def optional_keys(loss: LossModule) -> list[NestedKey]:
 def batch_keys(loss: nn.Module) -> list[NestedKey] | None:
     """Every entry ``loss`` may read from a batch: a TorchRL loss's ``in_keys``,
     :func:`optional_keys`, and what an rlrun wrapper of it reads before TorchRL's ``forward``
-    (its ``batch_reads``: a team's done flags, spread over the agents); None where the loss
-    declares no ``in_keys`` (a loss of several groups', a user's loss that is not a TorchRL
-    one: it gets every entry)."""
-    keys = getattr(loss, "in_keys", None) if isinstance(loss, LossModule) else None
+    (its ``batch_reads``: a team's done flags, spread over the agents). None, every entry,
+    for a loss of several groups' (no ``in_keys``) and for a user's loss class (``_target_``),
+    even one derived from TorchRL's: its ``forward`` may read more than its ``in_keys``."""
+    known = type(loss).__module__.split(".")[0] in ("torchrl", "rlrun")
+    keys = getattr(loss, "in_keys", None) if known and isinstance(loss, LossModule) else None
     extra = getattr(loss, "batch_reads", ())
     return [*keys, *optional_keys(loss), *extra] if keys else None
 
