@@ -13,12 +13,14 @@ from tensordict import TensorDict
 from tensordict.nn import set_skip_existing
 from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
 from torchrl.envs.utils import ExplorationType, set_exploration_type
-from torchrl.modules import ProbabilisticActor, TanhNormal
+from torchrl.modules import OneHotCategorical, ProbabilisticActor, TanhNormal
+from torchrl.modules.distributions.utils import sample_and_log_prob
 
 from rlrun.builders.action_masks import MASK_KEY
 from rlrun.builders.multiagent import team_actor
 from rlrun.builders.policies import (
     CapturableTanhNormal,
+    categorical_draw,
     make_actor_critic,
     make_stochastic_actor_q,
     tanh_normal_draw,
@@ -168,3 +170,43 @@ def test_tanh_normal_drawn_on_tensors_as_torchrls(low: list, high: list, cls: ty
         results.append((action, log_prob, loc.grad, scale.grad))
     for theirs, ours in zip(*results, strict=True):
         assert torch.equal(theirs, ours)
+
+
+@pytest.mark.parametrize("shape", [(3,), (256, 2), (6, 3, 4)], ids=["single", "batch", "team"])
+@pytest.mark.parametrize("cls", [OneHotCategorical, torch.distributions.Categorical])
+def test_categorical_drawn_on_tensors_as_torchrls(shape: tuple, cls: type) -> None:
+    """PPO's and A2C's actors draw discrete actions with ``categorical_draw``: seed for seed
+    the action and log-probability of TorchRL's ``sample_and_log_prob``, bit for bit, with
+    impossible (-inf) and near-certain actions among them; its log-probability's gradient too."""
+    torch.manual_seed(0)
+    logits0 = torch.randn(shape) * 4
+    logits0[..., 0] = -float("inf") if shape[-1] > 2 else logits0[..., 0]
+    results = []
+    for on_tensors in (False, True):
+        logits = logits0.clone().requires_grad_()
+        torch.manual_seed(1)
+        if on_tensors:
+            action, log_prob = categorical_draw(logits, one_hot=cls is OneHotCategorical)
+        else:
+            dist = cls(logits=logits)
+            action, log_prob = sample_and_log_prob(dist, reparameterize=dist.has_rsample)
+        log_prob.sum().backward()
+        results.append((action, log_prob, logits.grad))
+    for theirs, ours in zip(*results, strict=True):
+        assert theirs.dtype == ours.dtype and torch.equal(theirs, ours)
+    assert results[0][0].shape == (shape if cls is OneHotCategorical else shape[:-1])
+
+
+@pytest.mark.parametrize("case", ["one_hot", "categorical", "team"])
+def test_discrete_exploring_call_builds_no_distribution(case: str) -> None:
+    policy = actor(case)
+    draw = policy.module[-1]
+    built = [0]
+    get_dist = draw.get_dist
+    draw.get_dist = lambda *args: built.__setitem__(0, built[0] + 1) or get_dist(*args)
+    with set_exploration_type(ExplorationType.RANDOM):
+        out = policy(batch())
+    assert built[0] == 0 and out.get(draw.log_prob_key).shape == out.get(draw.in_keys[0]).shape[:-1]
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        policy(batch())  # the most likely action: TorchRL's distribution
+    assert built[0] == 1

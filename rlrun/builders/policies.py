@@ -172,6 +172,12 @@ class BoundedActor(ProbabilisticActor):
             and draw.dist_sample_keys[0] not in head.out_keys
             and not any(kwargs.get(key) for key in ("safe", "generator", "num_samples"))
         )
+        # one-hot (True) or index (False) actions drawn by ``categorical_draw``; None: others
+        self.categorical = (
+            CATEGORICAL.get(draw.distribution_class)
+            if self.direct and list(draw.dist_keys) == ["logits"] and not draw.distribution_kwargs
+            else None
+        )
 
     def forward(self, *args, **kwargs) -> TensorDictBase:
         tensordict = args[0] if len(args) == 1 and not kwargs else None
@@ -186,6 +192,13 @@ class BoundedActor(ProbabilisticActor):
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         for key, value in zip(head.out_keys, outputs, strict=True):
             tensordict.set(key, value)
+        logits = tensordict.get(draw.in_keys[0]) if self.categorical is not None else None
+        if logits is not None and logits.shape[-1] > 1:  # TorchRL's draw, without the object
+            sample, log_prob = categorical_draw(logits, one_hot=self.categorical)
+            tensordict.set(draw.dist_sample_keys[0], sample)
+            if draw.return_log_prob:
+                tensordict.set(draw.log_prob_key, log_prob)
+            return tensordict
         dist = draw.get_dist(tensordict)
         if not draw.return_log_prob:  # tensordict's random draw
             tensordict.set(
@@ -205,6 +218,27 @@ class BoundedActor(ProbabilisticActor):
                 if isinstance(kwargs.get(key), torch.Tensor):
                     kwargs[key] = fn(kwargs[key])
         return self
+
+
+# The discrete distributions ``categorical_draw`` replays: one-hot actions or indices
+CATEGORICAL = {OneHotCategorical: True, torch.distributions.Categorical: False}
+
+
+def categorical_draw(logits: torch.Tensor, one_hot: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sample_and_log_prob`` of TorchRL's ``OneHotCategorical(logits=logits)`` (``one_hot``)
+    or torch's ``Categorical``, on the tensors: torch's normalisation, ``multinomial`` draw and
+    log-probability gather in their order, so the same action and log-probability bit for bit
+    (tests/test_policies.py). Building the distribution (argument checks, its one-hot wrapper,
+    the action's argmax back to an index for ``log_prob``) cost a small actor more than its
+    network at every collected step (a CartPole batch of 8: about 90 µs against 30, one CPU
+    thread, 2026-12-07)."""
+    events = logits.shape[-1]
+    normalized = logits - logits.logsumexp(dim=-1, keepdim=True)
+    probs = torch.softmax(normalized, dim=-1)
+    index = torch.multinomial(probs.reshape(-1, events), 1, True).reshape(logits.shape[:-1])
+    log_prob = normalized.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+    sample = nn.functional.one_hot(index, events) if one_hot else index
+    return sample, log_prob
 
 
 class CapturableTanhNormal(TanhNormal):
