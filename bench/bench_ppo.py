@@ -142,12 +142,12 @@ def preset_to_target(seeds: int) -> dict:
     }
 
 
-def collection(num_envs: int = 128, rounds: int = 7) -> dict:
+def collection(num_envs: int = 128, rounds: int = 7, steps: int = 64) -> dict:
     """Env-only steps/s with random actions: rlrun's env and collector vs raw gymnasium.
 
     The two alternate in short rounds and the ratio is the median of the rounds' ratios: this
     machine's speed drifts by up to 1.7x between minutes, which a raw-then-ours order would
-    read as a ratio change.
+    read as a ratio change. ``steps``: vector steps per round, for each side.
     """
     import gymnasium
     import numpy as np
@@ -159,7 +159,6 @@ def collection(num_envs: int = 128, rounds: int = 7) -> dict:
     from rlrun.builders.devices import Placement
     from rlrun.builders.envs import make_env
 
-    steps = 64  # vector steps per round, for each side
     vec = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
     vec.reset(seed=0)
     rng = np.random.default_rng(0)
@@ -228,6 +227,8 @@ def main() -> None:
         "shared_hparams": SHARED,
         "help_s": help_time(),
         "collection": collection(),
+        # at the speed comparison's 8 envs, where TorchRL's per-step bookkeeping weighs most
+        "collection_shared": collection(SHARED["num_envs"], steps=SHARED["steps_per_env"]),
         "training": training(args.seeds, args.frames),
         "preset": preset_to_target(args.seeds),
     }
@@ -257,15 +258,21 @@ def markdown(r: dict) -> str:
             f"| {name} | {row['fps_median']:.0f} | {row['fps_vs_plain_torch']:.2f}x | "
             f"{fmt(row['frames_to_475_median'])} | {fmt(row['seconds_to_475_median'], '.1f')} |"
         )
-    p, c = r["preset"], r["collection"]
+    p = r["preset"]
     rss = max(run["maxrss_mb"] for run in t["rlrun"]["runs"])
     first = statistics.median(run["first_batch_s"] for run in t["rlrun"]["runs"])
     lines += [
         "",
         f"- `rlrun +experiment=ppo` (tuned preset): {fmt(p['frames_to_475_median'])} frames, "
         f"{fmt(p['seconds_to_475_median'], '.1f')} s of training to a mean return of 475 (median).",
-        f"- Env-only collection at {c['num_envs']} envs: rlrun {c['rlrun_collector_sps']:.0f} "
-        f"steps/s vs raw gymnasium {c['raw_gymnasium_sps']:.0f} steps/s ({c['ratio']:.2f}x).",
+        *(
+            f"- Env-only collection at {c['num_envs']} envs: rlrun {c['rlrun_collector_sps']:.0f} "
+            f"steps/s vs raw gymnasium {c['raw_gymnasium_sps']:.0f} steps/s ({c['ratio']:.2f}x; "
+            f"{1e6 * c['num_envs'] / c['rlrun_collector_sps']:.0f} against "
+            f"{1e6 * c['num_envs'] / c['raw_gymnasium_sps']:.0f} µs a vector step)."
+            for c in (r["collection"], r.get("collection_shared"))
+            if c is not None
+        ),
         f"- `rlrun --help`: {r['help_s']:.2f} s; launch to first collected batch: {first:.1f} s; "
         f"peak RSS of a PPO run: {rss:.0f} MB.",
     ]
