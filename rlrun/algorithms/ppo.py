@@ -28,7 +28,7 @@ def _tensor_ppo_loss() -> type:
     from tensordict.nn import TensorDictModule
     from torchrl.objectives.utils import distance_loss
 
-    from rlrun.builders.policies import BoundedActor
+    from rlrun.builders.policies import BoundedActor, categorical_scores
     from rlrun.builders.tensor_losses import Weights, mlp_layers, network_outputs
     from rlrun.compat.torchrl import (
         CapturablePPOLoss,
@@ -36,6 +36,7 @@ def _tensor_ppo_loss() -> type:
         policy_entropy,
         reduce_loss,
         standardized_advantage,
+        traced_or_captured,
     )
 
     class TensorPPOLoss(CapturablePPOLoss):
@@ -75,6 +76,8 @@ def _tensor_ppo_loss() -> type:
             self.critic_weights = Weights(
                 mlp_layers(critic, ("module",), self.critic_network_params) if self.direct else []
             )
+            # a categorical actor's terms on its logits (BoundedActor.categorical), else None
+            self.categorical = actor.categorical if self.direct else None
 
         def forward(self, tensordict: TensorDictBase) -> TensorDict:
             keys = self.tensor_keys
@@ -88,8 +91,16 @@ def _tensor_ppo_loss() -> type:
             ):
                 return super().forward(tensordict)
             advantage = standardized_advantage(self, advantage, tensordict)
-            dist = self.policy(tensordict)
-            log_prob = dist.log_prob(tensordict.get(keys.action))
+            action = tensordict.get(keys.action)
+            # traced or captured: TorchRL's entropy there is sampled, or checked without a sync
+            categorical = None if traced_or_captured() else self.categorical
+            dist, entropy = None, None
+            if categorical is not None:
+                logits = self.actor_outputs(tensordict)[self.actor_network.module[-1].in_keys[0]]
+                log_prob, entropy = categorical_scores(logits, action, one_hot=categorical)
+            else:
+                dist = self.policy(tensordict)
+                log_prob = dist.log_prob(action)
             log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
             kl_approx = (prev_log_prob - log_prob).unsqueeze(-1)
             with torch.no_grad():  # TorchRL's ESS, for logging
@@ -106,7 +117,12 @@ def _tensor_ppo_loss() -> type:
                 "kl_approx": kl_approx.detach().mean(),
             }
             if self.entropy_bonus:
-                entropy = policy_entropy(self, dist, advantage.shape[:-1])
+                if entropy is None or not entropy.isfinite().all():  # TorchRL's, or its estimate
+                    entropy = policy_entropy(
+                        self, dist or self.policy(tensordict), advantage.shape[:-1]
+                    )
+                else:
+                    entropy = entropy.unsqueeze(-1)
                 out["entropy"] = entropy.detach().mean()
                 out["loss_entropy"] = -self.entropy_coeff * entropy
             out.update(self.critic_terms(tensordict))
@@ -119,15 +135,19 @@ def _tensor_ppo_loss() -> type:
                     out[key] = reduce_loss(self, value, tensordict).squeeze(-1)
             return TensorDict(out)
 
-        def policy(self, batch: TensorDictBase) -> torch.distributions.Distribution:
-            """The actor's distribution on ``batch``: its network run on the loss's parameters,
-            the distribution TorchRL's head builds from its outputs (and from the batch's other
-            inputs of it, e.g. an action mask)."""
+        def actor_outputs(self, batch: TensorDictBase) -> dict:
+            """The actor's network on ``batch``, run on the loss's parameters, by output key."""
             actor = self.actor_network
-            head, draw = actor.module[0], actor.module[-1]
+            head = actor.module[0]
             weights = self.actor_weights(self.actor_network_params)
             outputs = network_outputs(head, weights, actor, batch)
-            params = dict(zip(head.out_keys, outputs, strict=True))
+            return dict(zip(head.out_keys, outputs, strict=True))
+
+        def policy(self, batch: TensorDictBase) -> torch.distributions.Distribution:
+            """The actor's distribution on ``batch``: TorchRL's head builds it from the
+            network's outputs (and from the batch's other inputs of it, e.g. an action mask)."""
+            params = self.actor_outputs(batch)
+            draw = self.actor_network.module[-1]
             inputs = {key: params[key] if key in params else batch.get(key) for key in draw.in_keys}
             return draw.get_dist(TensorDict(inputs))
 

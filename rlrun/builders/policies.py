@@ -241,6 +241,21 @@ def categorical_draw(logits: torch.Tensor, one_hot: bool) -> tuple[torch.Tensor,
     return sample, log_prob
 
 
+def categorical_scores(
+    logits: torch.Tensor, action: torch.Tensor, one_hot: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The log-probability of ``action`` and the entropy of TorchRL's
+    ``OneHotCategorical(logits=logits)`` (``one_hot``) or torch's ``Categorical``, on the
+    tensors: the same values and gradients bit for bit (tests/test_tensor_ppo.py), without
+    building the distribution at every minibatch."""
+    normalized = logits - logits.logsumexp(dim=-1, keepdim=True)
+    index = (action.argmax(dim=-1) if one_hot else action).long().unsqueeze(-1)
+    log_prob = normalized.gather(-1, index).squeeze(-1)
+    probs = torch.softmax(normalized, dim=-1)
+    entropy = -(normalized.clamp(min=torch.finfo(normalized.dtype).min) * probs).sum(-1)
+    return log_prob, entropy
+
+
 class CapturableTanhNormal(TanhNormal):
     """TorchRL's ``TanhNormal`` whose non-reparameterised samples a CUDA graph can capture.
 
