@@ -117,12 +117,11 @@ def _tensor_ppo_loss() -> type:
                 "kl_approx": kl_approx.detach().mean(),
             }
             if self.entropy_bonus:
-                if entropy is None or not entropy.isfinite().all():  # TorchRL's, or its estimate
-                    entropy = policy_entropy(
-                        self, dist or self.policy(tensordict), advantage.shape[:-1]
-                    )
-                else:
+                if entropy is not None and entropy.isfinite().all():
                     entropy = entropy.unsqueeze(-1)
+                else:  # TorchRL's (a sampled estimate where the analytic one is not finite)
+                    dist = dist if dist is not None else self.policy(tensordict)
+                    entropy = policy_entropy(self, dist, advantage.shape[:-1])
                 out["entropy"] = entropy.detach().mean()
                 out["loss_entropy"] = -self.entropy_coeff * entropy
             out.update(self.critic_terms(tensordict))
