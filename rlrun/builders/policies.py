@@ -153,7 +153,8 @@ class BoundedActor(ProbabilisticActor):
     Exploring calls (a collector's, under ``ExplorationType.RANDOM``): the network on the
     input's tensors, then TorchRL's distribution, draw (and log-probability) as its
     ``SafeProbabilisticModule`` makes them (``sample_and_log_prob``), written to the same keys:
-    the same values, draw for draw (tests/test_policies.py). The wrappers around them (key
+    the same values, draw for draw (tests/test_policies.py). Unmasked discrete actions skip the
+    distribution object too: ``categorical_draw`` runs its operations on the logits. The wrappers around them (key
     dispatch, skip-existing scopes, output selection) cost a small network's actor more than
     its network on the CPU (docs/benchmarks.md, PPO). Any other call, or an actor built with
     options beyond rlrun's (a spec-projecting ``safe``, a ``generator``, several samples), is
