@@ -28,6 +28,7 @@ def _tensor_ppo_loss() -> type:
     from tensordict.nn import TensorDictModule
     from torchrl.objectives.utils import distance_loss
 
+    from rlrun.builders.devices import capturing
     from rlrun.builders.policies import BoundedActor, categorical_scores
     from rlrun.builders.tensor_losses import Weights, mlp_layers, network_outputs
     from rlrun.compat.torchrl import (
@@ -36,7 +37,6 @@ def _tensor_ppo_loss() -> type:
         policy_entropy,
         reduce_loss,
         standardized_advantage,
-        traced_or_captured,
     )
 
     class TensorPPOLoss(CapturablePPOLoss):
@@ -93,7 +93,8 @@ def _tensor_ppo_loss() -> type:
             advantage = standardized_advantage(self, advantage, tensordict)
             action = tensordict.get(keys.action)
             # traced or captured: TorchRL's entropy there is sampled, or checked without a sync
-            categorical = None if traced_or_captured() else self.categorical
+            traced = torch.compiler.is_compiling() or capturing()
+            categorical = None if traced else self.categorical
             dist, entropy = None, None
             if categorical is not None:
                 logits = self.actor_outputs(tensordict)[self.actor_network.module[-1].in_keys[0]]

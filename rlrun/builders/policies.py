@@ -154,11 +154,11 @@ class BoundedActor(ProbabilisticActor):
     input's tensors, then TorchRL's distribution, draw (and log-probability) as its
     ``SafeProbabilisticModule`` makes them (``sample_and_log_prob``), written to the same keys:
     the same values, draw for draw (tests/test_policies.py). Unmasked discrete actions skip the
-    distribution object too: ``categorical_draw`` runs its operations on the logits. The wrappers around them (key
-    dispatch, skip-existing scopes, output selection) cost a small network's actor more than
-    its network on the CPU (docs/benchmarks.md, PPO). Any other call, or an actor built with
-    options beyond rlrun's (a spec-projecting ``safe``, a ``generator``, several samples), is
-    TorchRL's.
+    distribution object too: ``categorical_draw`` runs its operations on the logits. The
+    wrappers around them (key dispatch, skip-existing scopes, output selection) cost a small
+    network's actor more than its network on the CPU (docs/benchmarks.md, PPO). Any other
+    call, or an actor built with options beyond rlrun's (a spec-projecting ``safe``, a
+    ``generator``, several samples), is TorchRL's.
     """
 
     def __init__(self, module: TensorDictModule, *args, **kwargs) -> None:

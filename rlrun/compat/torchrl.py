@@ -55,12 +55,6 @@ class CapturablePPOLoss(ClipPPOLoss):
         return entropy_without_sync(dist, self.samples_mc_entropy).unsqueeze(-1)
 
 
-def traced_or_captured() -> bool:
-    """Whether this code runs under ``torch.compile``'s tracing or a CUDA graph's capture,
-    where TorchRL's losses take paths of their own (a sampled entropy, no host syncs)."""
-    return torch.compiler.is_compiling() or _capturing()
-
-
 def _capturing() -> bool:
     """Whether a CUDA graph is being captured on the current stream (never on a CPU build)."""
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
